@@ -1,0 +1,107 @@
+"""Network invariants checked on every result (after seed 003's invariants; DESIGN §6).
+
+Each check returns a verdict with the worst offender: the link or flow, the time, and by how much.
+`check_invariants` runs them all; `simulate` attaches the report to the Dataset (`attrs
+["invariants"]`, JSON) and turns each violation into a warning.
+
+- queue_bounds: 0 <= q <= B (samples and per-interval extremes)
+- capacity: departures <= C
+- work_conservation: a queue that never emptied during an interval departed at C
+- byte_conservation: per link, bytes in = bytes out + queued + dropped, within one packet
+- probabilities: marking fractions in [0, 1]
+- floors: windows >= min_cwnd, rates >= 0
+- dt_halving (optional, costs a second run): mean queue and throughput within tolerance at dt/2
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["Verdict", "check_invariants", "dt_halving_verdict", "report_json", "warn_violations"]
+
+_REL = 1e-6  # float64 round-off allowance, relative to the quantity's scale
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    detail: str
+
+
+def _worst(excess: xr.DataArray, what: str, unit: str, dim: str) -> Verdict:
+    """Verdict from an array that is > 0 where the invariant is violated."""
+    if excess.size == 0 or float(excess.max()) <= 0:
+        return Verdict(True, "holds")
+    where = excess.argmax(...)
+    label = str(excess[dim].values[int(where[dim])])
+    at = float(excess.time.values[int(where["time"])])
+    return Verdict(False, f"{what}: {dim} {label} at t = {at:.6g} s by {float(excess.max()):.3g} "
+                          f"{unit}")
+
+
+def check_invariants(ds: xr.Dataset, min_cwnd_bytes: float | None = None,
+                     tolerance: float = _REL) -> dict[str, Verdict]:
+    packet = float(ds.attrs.get("packet_bytes", 1500))
+    buffer, capacity = ds.buffer, ds.capacity
+    interval = float(ds.attrs.get("sample_interval", float(ds.time[1] - ds.time[0])))
+    slack_q = tolerance * buffer
+    report: dict[str, Verdict] = {}
+    low = ds.queue_min if "queue_min" in ds else ds.queue
+    high = ds.queue_max if "queue_max" in ds else ds.queue
+    below = -low - slack_q
+    above = high - buffer - slack_q
+    report["queue_bounds"] = _worst(xr.concat([below, above], "side").max("side"),
+                                    "queue outside [0, B]", "bytes", "link")
+    report["capacity"] = _worst(ds.link_departure - capacity * (1 + tolerance),
+                                "departures above capacity", "bytes/s", "link")
+    busy = low > tolerance * buffer
+    idle_while_busy = xr.where(busy, capacity * (1 - tolerance) - ds.link_departure, 0.0)
+    report["work_conservation"] = _worst(idle_while_busy, "link idle while its queue held data",
+                                         "bytes/s", "link")
+    inflow = (ds.link_arrival * interval).cumsum("time")
+    outflow = ((ds.link_departure + ds.drops) * interval).cumsum("time") + ds.queue
+    report["byte_conservation"] = _worst(abs(inflow - outflow) - packet,
+                                         "bytes in != out + queued + dropped", "bytes", "link")
+    report["probabilities"] = _worst(
+        xr.concat([-ds.marking, ds.marking - 1.0], "side").max("side"),
+        "marking fraction outside [0, 1]", "", "link")
+    floors = [-ds.subflow_rate]
+    if min_cwnd_bytes is not None and "cwnd" in ds:
+        floors.append(min_cwnd_bytes * (1 - tolerance) - ds.cwnd)
+    report["floors"] = _worst(xr.concat(floors, "side").max("side"),
+                              "window below its floor or negative rate", "bytes", "subflow")
+    return report
+
+
+def report_json(report: dict[str, Verdict], extra: dict[str, Any] | None = None) -> str:
+    data = {name: asdict(verdict) for name, verdict in report.items()}
+    data.update(extra or {})
+    return json.dumps(data)
+
+
+def warn_violations(report: dict[str, Verdict]) -> None:
+    for name, verdict in report.items():
+        if not verdict.ok:
+            warnings.warn(f"invariant {name} violated: {verdict.detail}", stacklevel=3)
+
+
+def dt_halving_verdict(coarse: xr.Dataset, fine: xr.Dataset, tolerance: float = 0.05
+                       ) -> Verdict:
+    """Compare mean queue (busiest link) and aggregate throughput at dt and dt/2."""
+    from pathflow.metrics import queue_stats, throughput
+
+    t_coarse, t_fine = float(throughput(coarse).sum()), float(throughput(fine).sum())
+    q_coarse, q_fine = queue_stats(coarse)["mean"], queue_stats(fine)["mean"]
+    link = int(np.argmax(q_fine.values))
+    packet = float(coarse.attrs.get("packet_bytes", 1500))
+    dq = abs(float(q_coarse[link]) - float(q_fine[link]))
+    dthr = abs(t_coarse - t_fine) / max(t_fine, 1e-30)
+    ok = dthr <= tolerance and dq <= max(tolerance * float(q_fine[link]), packet)
+    return Verdict(bool(ok), f"throughput differs by {dthr:.2%}, mean queue on "
+                             f"{coarse.link.values[link]} by {dq / packet:.2f} packets")

@@ -1,0 +1,164 @@
+"""Metrics on result Datasets: throughput, fairness, queues, convergence, hotspots (DESIGN §6).
+
+Every function takes a Dataset with the names of `pathflow.results` (fluid, ns-3 and trace
+results alike) and a `warmup` (s): statistics use the steady window t > warmup. The default
+warmup is the scenario's `[run] warmup`, else a quarter of the run.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+__all__ = [
+    "convergence_time",
+    "default_warmup",
+    "hotspots",
+    "jain_index",
+    "queue_stats",
+    "summarize",
+    "throughput",
+]
+
+
+def default_warmup(ds: xr.Dataset) -> float:
+    """`[run] warmup` of the scenario in attrs, else a quarter of the recorded time."""
+    scenario = ds.attrs.get("scenario")
+    if scenario:
+        warmup = tomllib.loads(scenario).get("run", {}).get("warmup")
+        if warmup:
+            from pathflow.units import parse_time
+
+            return parse_time(warmup, "run.warmup")
+    return 0.25 * float(ds.time[-1])
+
+
+def _steady(ds: xr.Dataset, warmup: float | None) -> xr.Dataset:
+    cut = default_warmup(ds) if warmup is None else warmup
+    return ds.sel(time=ds.time > cut)
+
+
+def throughput(ds: xr.Dataset, warmup: float | None = None) -> xr.DataArray:
+    """Mean delivered rate of each flow over the steady window (bytes/s)."""
+    rate = _steady(ds, warmup).flow_rate.mean("time")
+    rate.attrs["units"] = "bytes/s"
+    return rate
+
+
+def jain_index(rates: xr.DataArray | np.ndarray) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when equal, 1/n when one flow has all."""
+    x = np.asarray(rates, dtype=float)
+    total = float(np.sum(x**2))
+    return float(np.sum(x) ** 2 / (x.size * total)) if total > 0 else math.nan
+
+
+def queue_stats(ds: xr.Dataset, warmup: float | None = None) -> xr.Dataset:
+    """Per-link queue mean, p99 and max (bytes) over the steady window; max includes peaks
+    between samples when the result records them (`queue_max`)."""
+    steady = _steady(ds, warmup)
+    q = steady.queue
+    peak = steady.queue_max.max("time") if "queue_max" in steady else q.max("time")
+    low = steady.queue_min.min("time") if "queue_min" in steady else q.min("time")
+    out = xr.Dataset({
+        "mean": q.mean("time"),
+        "p1": q.quantile(0.01, "time").drop_vars("quantile"),
+        "p99": q.quantile(0.99, "time").drop_vars("quantile"),
+        "max": peak,
+        "min": low,
+    })
+    for name in out.data_vars:
+        out[name].attrs["units"] = "bytes"
+    return out
+
+
+def _moving_average(values: np.ndarray, width: int) -> np.ndarray:
+    if width <= 1:
+        return values
+    kernel = np.ones(width) / width
+    padded = np.concatenate([np.repeat(values[:1], width - 1, axis=0), values])
+    return np.apply_along_axis(lambda v: np.convolve(v, kernel, mode="valid"), 0, padded)
+
+
+def _last_exit(series: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Index after the last sample outside [low, high], per column (0 if never outside)."""
+    outside = (series < low) | (series > high)
+    any_out = outside.any(axis=0)
+    last = series.shape[0] - 1 - np.argmax(outside[::-1], axis=0)
+    return np.where(any_out, last + 1, 0)
+
+
+def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None = None,
+                     queue_band_packets: float = 2.0) -> dict[str, Any]:
+    """When the run settles: the first time after which every running flow's rate stays within
+    +-band of its final mean and the busiest link's queue within +-max(band * final mean,
+    queue_band_packets packets) of its final mean. "Final" is the last quarter of the run.
+
+    Rates and queue are smoothed over `smoothing` seconds first (default: 10 mean RTTs, or 10
+    samples when RTTs are not recorded), so that a steady limit cycle such as DCTCP's sawtooth
+    counts as settled. Returns {"time": s or inf, "settled": bool, "flows": per-flow times}.
+    A run that has not settled before its last quarter begins has time inf.
+    """
+    time = ds.time.values
+    interval = float(time[1] - time[0]) if time.size > 1 else 1.0
+    if smoothing is None:
+        smoothing = 10 * float(ds.rtt.mean()) if "rtt" in ds else 10 * interval
+    width = max(1, round(smoothing / interval))
+    final_from = int(0.75 * time.size)
+    rates = ds.flow_rate.values
+    running = rates[final_from:].mean(axis=0) > 0
+    smooth = _moving_average(rates[:, running], width)
+    final = smooth[final_from:].mean(axis=0)
+    flow_exit = _last_exit(smooth, final * (1 - band), final * (1 + band))
+    queue_mean = ds.queue.values[final_from:].mean(axis=0)
+    load = ds.utilization.values[final_from:].mean(axis=0) if "utilization" in ds else queue_mean
+    busiest = int(np.lexsort((-queue_mean, -np.round(load, 3)))[0])
+    packet = float(ds.attrs.get("packet_bytes", 1500))
+    queue = _moving_average(ds.queue.values[:, busiest : busiest + 1], width)
+    q_final = queue[final_from:].mean(axis=0)
+    width_q = np.maximum(band * q_final, queue_band_packets * packet)
+    queue_exit = _last_exit(queue, q_final - width_q, q_final + width_q)
+    exits = np.concatenate([flow_exit, queue_exit])
+    settle_index = int(exits.max()) if exits.size else 0
+    settled = settle_index < final_from
+    per_flow = np.full(rates.shape[1], math.nan)
+    per_flow[running] = [time[min(i, time.size - 1)] if i < final_from else math.inf
+                         for i in flow_exit]
+    at = float(time[settle_index - 1]) if settle_index > 0 else 0.0
+    return {"time": at if settled else math.inf, "settled": bool(settled),
+            "flows": per_flow, "link": str(ds.link.values[busiest])}
+
+
+def hotspots(ds: xr.Dataset, top: int = 5, warmup: float | None = None) -> xr.Dataset:
+    """The `top` links ranked by mean utilization, then mean queue, over the steady window."""
+    steady = _steady(ds, warmup)
+    utilization = steady.utilization.mean("time")
+    queue = steady.queue.mean("time")
+    order = np.lexsort((-queue.values, -utilization.values))[:top]
+    ranked = xr.Dataset({
+        "utilization": utilization.isel(link=order),
+        "queue_mean": queue.isel(link=order),
+        "queue_p99": steady.queue.quantile(0.99, "time").drop_vars("quantile").isel(link=order),
+        "drops": steady.drops.mean("time").isel(link=order),
+    })
+    ranked["queue_mean"].attrs["units"] = ranked["queue_p99"].attrs["units"] = "bytes"
+    ranked["drops"].attrs["units"] = "bytes/s"
+    return ranked
+
+
+def summarize(ds: xr.Dataset, warmup: float | None = None, top: int = 5) -> dict[str, Any]:
+    """Everything the command line prints, as plain Python values (SI units)."""
+    rates = throughput(ds, warmup)
+    stats = queue_stats(ds, warmup)
+    hot = hotspots(ds, top, warmup)
+    return {
+        "throughput": rates.values,
+        "aggregate_throughput": float(rates.sum()),
+        "jain": jain_index(rates.values),
+        "queues": stats.sel(link=hot.link),
+        "hotspots": hot,
+        "convergence": convergence_time(ds),
+    }

@@ -1,0 +1,116 @@
+"""Simulation results as an xarray Dataset with named dimensions and units (DESIGN §6).
+
+Dimensions: `time` (s, end of each sample interval), `link` (directed links, named "a->b"),
+`flow` (connections), `subflow` (controllers; for TCP one per flow, `subflow_flow` says whose).
+Variables carry a `units` attribute. The scenario (TOML), pathflow version, dt and the invariant
+report live in `attrs`. Packet-level results (ns-3, traces) use the same names, so one function
+compares them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from pathflow.compile import Compiled
+from pathflow.solvers.dde import Trajectory
+
+__all__ = ["trajectory_to_dataset", "write_dataset"]
+
+
+def _version() -> str:
+    from pathflow import __version__
+
+    return __version__
+
+
+def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Dataset:
+    """Name and label the solver's arrays (padding removed)."""
+    network, routes = compiled.network, compiled.routes
+    n_links, n_flows = len(network.links), len(routes.flows)
+    interval = compiled.sample_interval
+    time = interval * np.arange(1, compiled.grid.records + 1)
+    links = network.links
+    capacity = np.array([link.capacity for link in links])
+    buffer = np.array([link.buffer for link in links])
+    mss = compiled.scenario.packet_bytes
+
+    def lk(array: np.ndarray) -> np.ndarray:
+        return np.asarray(array)[:, :n_links]
+
+    def fl(array: np.ndarray) -> np.ndarray:
+        return np.asarray(array)[:, :n_flows]
+
+    t = trajectory
+    variables: dict[str, Any] = {
+        "queue": (("time", "link"), lk(t.queue), {"units": "bytes",
+                                                  "long_name": "egress queue (instantaneous)"}),
+        "queue_max": (("time", "link"), lk(t.queue_max),
+                      {"units": "bytes", "long_name": "largest queue within the sample interval"}),
+        "queue_min": (("time", "link"), lk(t.queue_min),
+                      {"units": "bytes", "long_name": "smallest queue within the sample interval"}),
+        "link_arrival": (("time", "link"), lk(t.arrival), {"units": "bytes/s"}),
+        "link_departure": (("time", "link"), lk(t.departure), {"units": "bytes/s"}),
+        "utilization": (("time", "link"), lk(t.departure) / capacity, {"units": "1"}),
+        "drops": (("time", "link"), lk(t.drop), {"units": "bytes/s"}),
+        "marks": (("time", "link"), lk(t.mark), {"units": "bytes/s"}),
+        "marking": (("time", "link"),
+                    np.divide(lk(t.mark), lk(t.arrival), out=np.zeros_like(lk(t.mark)),
+                              where=lk(t.arrival) > 0),
+                    {"units": "1", "long_name": "fraction of arriving bytes ECN-marked"}),
+        "flow_rate": (("time", "flow"), fl(t.flow_rate),
+                      {"units": "bytes/s", "long_name": "rate delivered to the receiver"}),
+        "send_rate": (("time", "flow"), fl(t.send_rate), {"units": "bytes/s"}),
+        "delivered": (("time", "flow"), fl(t.delivered), {"units": "bytes"}),
+        "completion_time": (("flow",), np.asarray(t.completion)[-1, :n_flows],
+                            {"units": "s", "long_name": "time the last byte arrived (inf: never)"}),
+        "subflow_rate": (("time", "subflow"), fl(t.flow_rate), {"units": "bytes/s"}),
+        "rtt": (("time", "subflow"), fl(t.rtt), {"units": "s"}),
+        "cwnd": (("time", "subflow"), fl(t.state["cwnd"]) * mss, {"units": "bytes"}),
+    }
+    for name, values in t.state.items():
+        if name not in ("cwnd",):
+            units = "1"
+            variables[name] = (("time", "subflow"), fl(values), {"units": units})
+    flows = routes.flows
+    coords = {
+        "time": ("time", time, {"units": "s"}),
+        "link": ("link", [link.name for link in links]),
+        "link_src": ("link", [link.src for link in links]),
+        "link_dst": ("link", [link.dst for link in links]),
+        "link_tier": ("link", [link.tier for link in links]),
+        "capacity": ("link", capacity, {"units": "bytes/s"}),
+        "buffer": ("link", buffer, {"units": "bytes"}),
+        "delay": ("link", np.array([link.delay for link in links]), {"units": "s"}),
+        "flow": ("flow", np.arange(n_flows)),
+        "src": ("flow", [f.src for f in flows]),
+        "dst": ("flow", [f.dst for f in flows]),
+        "cc": ("flow", [compiled.model.name] * n_flows),
+        "start": ("flow", np.array([f.start for f in flows]), {"units": "s"}),
+        "size": ("flow", np.array([f.size for f in flows]), {"units": "bytes"}),
+        "paths": ("flow", np.bincount(np.asarray(routes.path_flow), minlength=n_flows)),
+        "subflow": ("subflow", np.arange(n_flows)),
+        "subflow_flow": ("subflow", np.arange(n_flows)),
+    }
+    attrs = {
+        "engine": "pathflow fluid",
+        "pathflow_version": _version(),
+        "scenario_name": compiled.scenario.name,
+        "scenario": compiled.scenario.to_toml(),
+        "dt": compiled.dt,
+        "sample_interval": interval,
+        "packet_bytes": mss,
+        "precision": compiled.scenario.spec.run.precision,
+    }
+    return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def write_dataset(dataset: xr.Dataset, path: str) -> None:
+    """Write a result as netCDF (h5netcdf); dict-valued attrs are stored as JSON text."""
+    out = dataset.copy()
+    out.attrs = {key: json.dumps(value) if isinstance(value, dict | list) else value
+                 for key, value in dataset.attrs.items()}
+    out.to_netcdf(path, engine="h5netcdf")

@@ -1,0 +1,198 @@
+"""Traffic patterns and routing: which flows exist and which paths carry them.
+
+`build_routes` turns a scenario and its network into flows (source, destination, start, size) and,
+for each flow, a set of paths with fixed split weights:
+
+- ``shortest``: one shortest path (the first in name order), the same for every flow of a pair.
+- ``ecmp``: one of the equal-cost shortest paths, picked by a seeded per-flow hash, so that two flows
+  of one pair may take different paths and unrelated flows may collide (as switches do).
+- ``spray``: every equal-cost path with an equal share (per-packet spraying in the fluid limit).
+- ``static``: every switch picks one next hop per destination among its equal-cost ones (seeded),
+  as the seed 002 study's "static" routers do; all flows to one destination share that tree.
+
+Equal-cost paths are enumerated on the directed link graph: a breadth-first search from the
+destination gives each node's hop distance, and the paths are the walks that lower it by one at
+every hop (at most `routing.max_paths` per pair, in name order).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from pathflow.scenario import Scenario, ScenarioError
+from pathflow.topology import Network
+from pathflow.units import parse_time
+
+__all__ = ["Flow", "Routes", "build_routes", "equal_cost_paths"]
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One connection. SI units; size is math.inf for a flow that never ends."""
+
+    src: str
+    dst: str
+    start: float
+    size: float
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Flows and their paths: path p belongs to flow `path_flow[p]`, carries the share
+    `path_weight[p]` of it, and crosses the links `paths[p]` (indices into Network.links)."""
+
+    flows: list[Flow]
+    paths: list[tuple[int, ...]]
+    path_flow: list[int]
+    path_weight: list[float]
+
+
+def _stable_hash(*parts: object) -> int:
+    return zlib.crc32("|".join(map(str, parts)).encode())
+
+
+class _PathFinder:
+    """Equal-cost shortest paths between hosts, with per-destination distances cached."""
+
+    def __init__(self, network: Network, max_paths: int) -> None:
+        self.network = network
+        self.max_paths = max_paths
+        self.out: dict[str, list[tuple[str, int]]] = {}
+        self.into: dict[str, list[str]] = {}
+        for i, link in enumerate(network.links):
+            self.out.setdefault(link.src, []).append((link.dst, i))
+            self.into.setdefault(link.dst, []).append(link.src)
+        for hops in self.out.values():
+            hops.sort()
+        self._distance: dict[str, dict[str, int]] = {}
+
+    def distance_to(self, dst: str) -> dict[str, int]:
+        if dst not in self._distance:
+            dist = {dst: 0}
+            queue = deque([dst])
+            while queue:
+                node = queue.popleft()
+                for prev in self.into.get(node, []):
+                    if prev not in dist:
+                        dist[prev] = dist[node] + 1
+                        queue.append(prev)
+            self._distance[dst] = dist
+        return self._distance[dst]
+
+    def next_hops(self, node: str, dst: str) -> list[tuple[str, int]]:
+        dist = self.distance_to(dst)
+        return [(n, i) for n, i in self.out.get(node, []) if dist.get(n, -1) == dist[node] - 1]
+
+    def paths(self, src: str, dst: str) -> list[tuple[int, ...]]:
+        if src not in self.distance_to(dst):
+            raise ScenarioError(f"routing: no path from {src} to {dst}")
+        found: list[tuple[int, ...]] = []
+        stack: list[tuple[str, tuple[int, ...]]] = [(src, ())]
+        while stack and len(found) < self.max_paths:
+            node, walk = stack.pop()
+            if node == dst:
+                found.append(walk)
+                continue
+            for nxt, link in reversed(self.next_hops(node, dst)):  # name order after pop
+                stack.append((nxt, (*walk, link)))
+        return found
+
+    def static_path(self, src: str, dst: str, seed: int) -> tuple[int, ...]:
+        node, walk = src, ()
+        while node != dst:
+            options = self.next_hops(node, dst)
+            nxt, link = options[_stable_hash(seed, node, dst) % len(options)]
+            node, walk = nxt, (*walk, link)
+        return walk
+
+
+def equal_cost_paths(network: Network, src: str, dst: str, max_paths: int = 256
+                     ) -> list[tuple[int, ...]]:
+    """All shortest paths (as link-index tuples) from host src to host dst."""
+    return _PathFinder(network, max_paths).paths(src, dst)
+
+
+def _derangement(n: int, rng: np.random.Generator) -> np.ndarray:
+    while True:  # expected e tries
+        perm = rng.permutation(n)
+        if n < 2 or not np.any(perm == np.arange(n)):
+            return perm
+
+
+def _pairs(scenario: Scenario, network: Network, rng: np.random.Generator
+           ) -> list[tuple[str, str]]:
+    traffic = scenario.spec.traffic
+    hosts = network.hosts
+    n = len(hosts)
+    if traffic.pattern == "incast":
+        index = traffic.receiver or 0
+        if index >= len(network.receivers):
+            raise ScenarioError(f"traffic.receiver: {index} is out of range; this topology has "
+                                f"{len(network.receivers)} receivers (0..{len(network.receivers) - 1})")
+        receiver = network.receivers[index]
+        senders = [h for h in network.senders if h != receiver]
+        count = traffic.flows or len(senders)
+        return [(senders[i % len(senders)], receiver) for i in range(count)]
+    if traffic.pattern == "one_to_one":
+        count = traffic.flows or len(network.senders)
+        return [(network.senders[i % len(network.senders)],
+                 network.receivers[i % len(network.receivers)]) for i in range(count)]
+    if traffic.pattern == "explicit":
+        pairs = []
+        for src, dst in traffic.pairs or []:
+            if not (0 <= src < n and 0 <= dst < n) or src == dst:
+                raise ScenarioError(f"traffic.pairs: [{src}, {dst}] must be two different host "
+                                    f"indices in 0..{n - 1}")
+            pairs.append((hosts[src], hosts[dst]))
+        count = traffic.flows or len(pairs)
+        return [pairs[i % len(pairs)] for i in range(count)]
+    count = traffic.flows or n
+    if traffic.pattern == "permutation":
+        perm = _derangement(n, rng)
+        return [(hosts[i % n], hosts[perm[i % n]]) for i in range(count)]
+    if traffic.pattern == "stride":
+        stride = traffic.stride or 1
+        if stride % n == 0:
+            raise ScenarioError(f"traffic.stride: {stride} is a multiple of the {n} hosts; every "
+                                "host would send to itself")
+        return [(hosts[i % n], hosts[(i + stride) % n]) for i in range(count)]
+    src = rng.integers(0, n, count)
+    dst = (src + rng.integers(1, n, count)) % n  # never src itself
+    return [(hosts[a], hosts[b]) for a, b in zip(src, dst, strict=True)]
+
+
+def build_routes(scenario: Scenario, network: Network) -> Routes:
+    """Flows of the scenario's traffic pattern and their paths under its routing mode."""
+    traffic, routing, seed = scenario.spec.traffic, scenario.spec.routing, scenario.spec.run.seed
+    rng = np.random.default_rng(seed)
+    pairs = _pairs(scenario, network, rng)
+    start = parse_time(traffic.start, "traffic.start")
+    jitter = parse_time(traffic.start_jitter, "traffic.start_jitter") if traffic.start_jitter else 0
+    starts = start + jitter * rng.random(len(pairs))
+    if float(starts.max()) >= scenario.duration:
+        raise ScenarioError("traffic.start: every flow must start before run.duration ends")
+    flows = [Flow(s, d, float(t0), scenario.flow_size)
+             for (s, d), t0 in zip(pairs, starts, strict=True)]
+    finder = _PathFinder(network, routing.max_paths)
+    paths: list[tuple[int, ...]] = []
+    path_flow: list[int] = []
+    path_weight: list[float] = []
+    for index, flow in enumerate(flows):
+        if routing.mode == "static":
+            chosen = [finder.static_path(flow.src, flow.dst, seed)]
+        else:
+            options = finder.paths(flow.src, flow.dst)
+            if routing.mode == "spray":
+                chosen = options
+            elif routing.mode == "ecmp":
+                chosen = [options[_stable_hash(seed, index, flow.src, flow.dst) % len(options)]]
+            else:
+                chosen = options[:1]
+        paths += chosen
+        path_flow += [index] * len(chosen)
+        path_weight += [1.0 / len(chosen)] * len(chosen)
+    return Routes(flows, paths, path_flow, path_weight)

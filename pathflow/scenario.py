@@ -1,0 +1,454 @@
+"""Scenario files: the TOML vocabulary, its validation, and its values in SI units.
+
+A scenario names a topology, a queue discipline, a traffic pattern, a transport and a routing mode,
+and how long to run. Every quantity is a string with a unit; `Scenario` holds the validated text
+(so that it can be written back out unchanged) and exposes SI values (bytes, seconds, bytes/s).
+Any error is a `ScenarioError` whose message is one line naming the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import tomllib
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tomli_w
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pathflow.units import UnitError, parse_rate, parse_size, parse_time
+
+__all__ = ["Scenario", "ScenarioError", "load_scenario"]
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; the message is one line naming the field."""
+
+
+def _checked(parse: Any, **kwargs: Any) -> AfterValidator:
+    """Validate the unit syntax at load time; the value itself stays text until resolved."""
+
+    def check(text: str) -> str:
+        parse(text, field="value", **kwargs)
+        return text
+
+    return AfterValidator(check)
+
+
+Rate = Annotated[str, _checked(parse_rate)]
+Time = Annotated[str, _checked(parse_time)]
+Size = Annotated[str, _checked(parse_size, packet_bytes=1.0)]
+FlowSize = Annotated[str, _checked(parse_size, packet_bytes=1.0, allow_inf=True)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LinkOverride(_Section):
+    """`[[topology.links]]`: new rate, delay or buffer for the links whose name matches `match`
+    (a glob such as "s0->r0" or "agg*->core*") or whose tier is `tier`."""
+
+    match: str | None = None
+    tier: str | None = None
+    link_rate: Rate | None = None
+    delay: Time | None = None
+    buffer: Size | None = None
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> LinkOverride:
+        if (self.match is None) == (self.tier is None):
+            raise ValueError("give exactly one of 'match' (a link-name glob) or 'tier'")
+        return self
+
+    def selects(self, name: str, tier: str) -> bool:
+        if self.tier is not None:
+            return self.tier == tier
+        return fnmatch.fnmatchcase(name, self.match or "")
+
+
+_TOPOLOGY_KEYS = {
+    "star": {"senders"},
+    "dumbbell": {"senders"},
+    "fattree": {"k"},
+    "leafspine": {"leaves", "spines", "hosts_per_leaf"},
+    "graph": {"edges", "hosts"},
+}
+
+
+class Topology(_Section):
+    kind: Literal["star", "dumbbell", "fattree", "leafspine", "graph"]
+    senders: int | None = Field(None, ge=1, le=100_000)
+    k: int | None = Field(None, ge=2, le=64)
+    leaves: int | None = Field(None, ge=1)
+    spines: int | None = Field(None, ge=1)
+    hosts_per_leaf: int | None = Field(None, ge=1)
+    edges: str | None = None
+    hosts: list[str] | None = None
+    link_rate: Rate = "10Gbps"
+    delay: Time = "1us"
+    buffer: Size = "300KB"
+    links: list[LinkOverride] = []
+
+    @model_validator(mode="after")
+    def _keys_fit_kind(self) -> Topology:
+        needed = _TOPOLOGY_KEYS[self.kind] - {"hosts"}
+        for key in sorted(needed):
+            if getattr(self, key) is None:
+                raise ValueError(f"{key!r} is required for kind = {self.kind!r}")
+        for kind, keys in _TOPOLOGY_KEYS.items():
+            for key in sorted(keys - _TOPOLOGY_KEYS[self.kind]):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key!r} belongs to kind = {kind!r}, not {self.kind!r}")
+        if self.kind == "fattree" and self.k is not None and self.k % 2:
+            raise ValueError(f"'k' must be even (got {self.k})")
+        return self
+
+
+class Aqm(_Section):
+    kind: Literal["droptail", "red", "ecn_step"] = "droptail"
+    threshold: Size | None = None
+    min: Size | None = None
+    max: Size | None = None
+    pmax: float | None = Field(None, gt=0, le=1)
+    weight: float | None = Field(None, gt=0, le=1)
+    ecn: bool | None = None
+
+    @model_validator(mode="after")
+    def _keys_fit_kind(self) -> Aqm:
+        used = {"droptail": set(), "ecn_step": {"threshold"},
+                "red": {"min", "max", "pmax", "weight", "ecn"}}[self.kind]
+        required = {"droptail": set(), "ecn_step": {"threshold"}, "red": {"min", "max"}}[self.kind]
+        for key in ("threshold", "min", "max", "pmax", "weight", "ecn"):
+            value = getattr(self, key)
+            if key in required and value is None:
+                raise ValueError(f"{key!r} is required for kind = {self.kind!r}")
+            if key not in used and value is not None:
+                raise ValueError(f"{key!r} is not used by kind = {self.kind!r}")
+        return self
+
+
+class Traffic(_Section):
+    pattern: Literal["incast", "permutation", "stride", "random", "explicit", "one_to_one"] = (
+        "incast"
+    )
+    flows: int | None = Field(None, ge=1, le=1_000_000)
+    size: FlowSize = "inf"
+    start: Time = "0s"
+    start_jitter: Time | None = None
+    stride: int | None = Field(None, ge=1)
+    pairs: list[tuple[int, int]] | None = None
+    receiver: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _keys_fit_pattern(self) -> Traffic:
+        if self.pattern == "stride" and self.stride is None:
+            raise ValueError("'stride' is required for pattern = 'stride'")
+        if self.pattern == "explicit" and not self.pairs:
+            raise ValueError("'pairs' (a list of [src, dst] host indices) is required for "
+                             "pattern = 'explicit'")
+        if self.stride is not None and self.pattern != "stride":
+            raise ValueError(f"'stride' is not used by pattern = {self.pattern!r}")
+        if self.pairs is not None and self.pattern != "explicit":
+            raise ValueError(f"'pairs' is not used by pattern = {self.pattern!r}")
+        if self.receiver is not None and self.pattern != "incast":
+            raise ValueError(f"'receiver' is not used by pattern = {self.pattern!r}")
+        return self
+
+
+class Transport(_Section):
+    cc: Literal["reno", "dctcp"] = "dctcp"
+    mss: Size = "1500B"
+    g: float = Field(1 / 16, gt=0, le=1)
+    ack_ratio: float = Field(1.0, ge=1, le=64)
+    init_cwnd: Size = "10pkt"
+    min_cwnd: Size = "2pkt"
+    ssthresh: FlowSize = "inf"
+
+
+class Routing(_Section):
+    mode: Literal["shortest", "ecmp", "spray", "static"] = "ecmp"
+    max_paths: int = Field(256, ge=1, le=4096)
+
+
+class Run(_Section):
+    duration: Time = "100ms"
+    seed: int = 1
+    dt: Time | None = None
+    sample: Time | None = None
+    warmup: Time | None = None
+    precision: Literal["float64", "float32"] = "float64"
+
+
+class _ScenarioModel(_Section):
+    name: str = "scenario"
+    topology: Topology
+    aqm: Aqm = Aqm()
+    traffic: Traffic = Traffic()
+    transport: Transport = Transport()
+    routing: Routing = Routing()
+    run: Run = Run()
+
+
+def _error_line(error: ValidationError) -> str:
+    first = error.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"] if not isinstance(part, int))
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        section, _, key = loc.rpartition(".")
+        model = _section_model(section)
+        allowed = ", ".join(model.model_fields) if model else ""
+        where = f"[{section}]" if section else "the top level"
+        return f"{loc}: unknown key {key!r} in {where}; allowed keys: {allowed}"
+    message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    message = message.replace("value: ", "")
+    if kind == "missing":
+        return f"{loc}: required key is missing"
+    if "input" in first and kind not in ("value_error",) and not isinstance(first["input"], dict):
+        return f"{loc}: {message} (got {first['input']!r})"
+    return f"{loc}: {message}" if loc else message
+
+
+def _section_model(section: str) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = _ScenarioModel
+    for part in filter(None, section.split(".")):
+        field = model.model_fields.get(part) if model else None
+        annotation = getattr(field, "annotation", None)
+        args = getattr(annotation, "__args__", ())
+        model = annotation if isinstance(annotation, type) else next(
+            (arg for arg in args if isinstance(arg, type) and issubclass(arg, BaseModel)), None)
+    return model
+
+
+class Scenario:
+    """A validated scenario. `spec` is the parsed file; properties give SI values.
+
+    Build one with `load_scenario(path)`, `Scenario.from_dict(d)` or `Scenario.from_toml(text)`;
+    `scenario.with_updates({"traffic.flows": 64})` returns a modified copy (used by sweeps).
+    """
+
+    def __init__(self, spec: _ScenarioModel, base_dir: Path | None = None) -> None:
+        self.spec = spec
+        self.base_dir = base_dir or Path.cwd()
+        self._check_consistency()
+
+    # --- construction -----------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base_dir: Path | None = None) -> Scenario:
+        try:
+            spec = _ScenarioModel.model_validate(data)
+        except ValidationError as error:
+            raise ScenarioError(_error_line(error)) from None
+        return cls(spec, base_dir)
+
+    @classmethod
+    def from_toml(cls, text: str, base_dir: Path | None = None) -> Scenario:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ScenarioError(f"not valid TOML: {error}") from None
+        return cls.from_dict(data, base_dir)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.spec.model_dump(exclude_none=True, exclude_defaults=False)
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(self.spec.model_dump(exclude_none=True))
+
+    def with_updates(self, updates: dict[str, Any]) -> Scenario:
+        """Copy with dotted keys replaced, e.g. {"traffic.flows": 128, "run.seed": 3}."""
+        data = self.spec.model_dump(exclude_none=True)
+        for dotted, value in updates.items():
+            *sections, key = dotted.split(".")
+            node = data
+            for section in sections:
+                node = node.setdefault(section, {})
+            if value is None:
+                node.pop(key, None)
+            else:
+                node[key] = value
+        return Scenario.from_dict(data, self.base_dir)
+
+    def __repr__(self) -> str:
+        t = self.spec.topology
+        return (f"Scenario({self.name!r}, {t.kind}, {self.spec.transport.cc}, "
+                f"{self.spec.traffic.pattern}, duration={self.spec.run.duration})")
+
+    # --- SI values ----------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def packet_bytes(self) -> float:
+        """Size of a full packet on the wire (bytes); also the unit 'pkt'."""
+        return parse_size(self.spec.transport.mss, 1.0, "transport.mss")
+
+    def size(self, text: str, field: str, **kwargs: Any) -> float:
+        try:
+            return parse_size(text, self.packet_bytes, field, **kwargs)
+        except UnitError as error:
+            raise ScenarioError(str(error)) from None
+
+    @cached_property
+    def duration(self) -> float:
+        return parse_time(self.spec.run.duration, "run.duration", allow_zero=False)
+
+    @cached_property
+    def flow_size(self) -> float:
+        return self.size(self.spec.traffic.size, "traffic.size", allow_inf=True)
+
+    @cached_property
+    def aqm_si(self) -> dict[str, float]:
+        """AQM parameters in bytes (thresholds) and plain numbers."""
+        aqm = self.spec.aqm
+        values: dict[str, float] = {}
+        for key in ("threshold", "min", "max"):
+            text = getattr(aqm, key)
+            if text is not None:
+                values[key] = self.size(text, f"aqm.{key}", allow_zero=True)
+        values["pmax"] = aqm.pmax if aqm.pmax is not None else 0.1
+        values["weight"] = aqm.weight if aqm.weight is not None else 0.002
+        return values
+
+    @property
+    def marks_ecn(self) -> bool:
+        """Whether the AQM marks (True) rather than drops (False) below the buffer limit."""
+        aqm = self.spec.aqm
+        if aqm.kind == "ecn_step":
+            return True
+        if aqm.kind == "red":
+            return aqm.ecn if aqm.ecn is not None else self.spec.transport.cc == "dctcp"
+        return False
+
+    def link_params(self, name: str, tier: str) -> tuple[float, float, float]:
+        """(capacity bytes/s, one-way delay s, buffer bytes) of a link after the overrides."""
+        topo = self.spec.topology
+        rate, delay, buffer = topo.link_rate, topo.delay, topo.buffer
+        rate_field = delay_field = buffer_field = "topology"
+        for i, override in enumerate(topo.links):
+            if override.selects(name, tier):
+                where = f"topology.links[{i}]"
+                if override.link_rate is not None:
+                    rate, rate_field = override.link_rate, where
+                if override.delay is not None:
+                    delay, delay_field = override.delay, where
+                if override.buffer is not None:
+                    buffer, buffer_field = override.buffer, where
+        try:
+            capacity = parse_rate(rate, f"{rate_field}.link_rate")
+            one_way = parse_time(delay, f"{delay_field}.delay")
+        except UnitError as error:
+            raise ScenarioError(str(error)) from None
+        return capacity, one_way, self.size(buffer, f"{buffer_field}.buffer")
+
+    # --- cross-field checks -------------------------------------------------------------------
+    def _check_consistency(self) -> None:
+        spec = self.spec
+        self.packet_bytes  # noqa: B018  (validates transport.mss)
+        if self.packet_bytes < 64:
+            raise ScenarioError("transport.mss: must be at least 64B")
+        self.duration  # noqa: B018
+        self.flow_size  # noqa: B018
+        buffer = self.size(spec.topology.buffer, "topology.buffer")
+        for i, override in enumerate(spec.topology.links):
+            if override.buffer is not None:
+                self.size(override.buffer, f"topology.links[{i}].buffer")
+        aqm = self.aqm_si
+        if spec.aqm.kind == "ecn_step" and aqm["threshold"] >= buffer:
+            raise ScenarioError(
+                f"aqm.threshold: {spec.aqm.threshold} must be below topology.buffer "
+                f"({spec.topology.buffer})")
+        if spec.aqm.kind == "red" and not aqm["min"] < aqm["max"]:
+            raise ScenarioError("aqm.min: must be smaller than aqm.max")
+        transport = spec.transport
+        init = self.size(transport.init_cwnd, "transport.init_cwnd")
+        floor = self.size(transport.min_cwnd, "transport.min_cwnd")
+        if floor > init:
+            raise ScenarioError("transport.min_cwnd: must not exceed transport.init_cwnd")
+        self.size(transport.ssthresh, "transport.ssthresh", allow_inf=True)
+        run = spec.run
+        for key in ("dt", "sample", "warmup"):
+            text = getattr(run, key)
+            if text is not None:
+                value = parse_time(text, f"run.{key}")
+                if key != "warmup" and value <= 0:
+                    raise ScenarioError(f"run.{key}: must be > 0")
+                if value >= self.duration:
+                    raise ScenarioError(f"run.{key}: {text} must be shorter than run.duration "
+                                        f"({run.duration})")
+        if math.isinf(self.flow_size) and spec.traffic.size not in ("inf", "infinite"):
+            raise ScenarioError("traffic.size: write 'inf' for a flow that never ends")
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file (TOML). Raises ScenarioError (one line) on bad input."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ScenarioError(f"{path}: cannot read scenario file ({error.strerror})") from None
+    try:
+        return Scenario.from_toml(text, base_dir=path.resolve().parent)
+    except ScenarioError as error:
+        raise ScenarioError(f"{path.name}: {error}") from None
+
+
+REFERENCE = """\
+Scenario file keys (TOML). Quantities are strings with units: rates "10Gbps" "100Mbps" "1.25GB/s";
+times "62.5us" "2ms" "1s"; sizes "1500B" "512KB" "1MiB" "20pkt" (pkt = transport.mss bytes).
+
+name = "..."                   label for outputs
+
+[topology]
+  kind       star | dumbbell | fattree | leafspine | graph
+  senders    star, dumbbell: number of senders (star: h0.. -> s0 -> r0; dumbbell: h0.. -> s0 -> s1
+             -> r0..)
+  k          fattree: even port count (k = 4: 16 hosts, 20 switches; k = 16: 1024 hosts)
+  leaves, spines, hosts_per_leaf            leafspine
+  edges      graph: CSV file (columns src,dst[,link_rate,delay,buffer]) or GraphML, relative to
+             the scenario file; must be connected
+  hosts      graph: list of host nodes (default: nodes of degree 1)
+  link_rate  every link (default "10Gbps")
+  delay      one-way propagation delay per link (default "1us")
+  buffer     per egress port, > 0 (default "300KB")
+  [[topology.links]]  overrides: match = "s0->r0" (glob on link names, e.g. "agg*->core*") or
+             tier = "access" | "bottleneck" | "host-edge" | "edge-agg" | "agg-core" | "host-leaf"
+             | "leaf-spine" | "graph"; then any of link_rate, delay, buffer
+
+[aqm]  (applied at switch ports; host NICs are drop-tail)
+  kind       droptail (default) | red | ecn_step
+  threshold  ecn_step: marking threshold K on the instantaneous queue (e.g. "20pkt")
+  min, max   red: thresholds on the averaged queue;  pmax (default 0.1);  weight (default 0.002)
+  ecn        red: mark instead of drop (default: true for dctcp, false for reno)
+
+[traffic]
+  pattern    incast (default; flows round-robin over the senders to one receiver) | permutation
+             (random derangement of hosts) | stride (host i -> i + stride) | random | explicit
+             (pairs = [[src, dst], ...] host indices) | one_to_one (sender i -> receiver i)
+  flows      number of connections (default: one per sender or host)
+  size       bytes per flow or "inf" (default); a finite flow ends when its bytes are delivered
+  start      start time of every flow (default "0s");  start_jitter: add uniform [0, jitter)
+  stride     stride pattern: offset;  receiver: incast receiver index (default 0)
+
+[transport]
+  cc         reno | dctcp (default)
+  mss        packet size on the wire, also the unit "pkt" (default "1500B")
+  g          DCTCP gain (default 0.0625)
+  ack_ratio  segments per window-increase event: 1 Linux (default), 2 ns-3 NewReno delayed ACKs
+  init_cwnd  (default "10pkt");  min_cwnd (default "2pkt");  ssthresh (default "inf")
+
+[routing]
+  mode       ecmp (default; seeded per-flow hash) | spray (equal split over equal-cost paths) |
+             static (per-switch random next hop per destination) | shortest
+  max_paths  cap on equal-cost paths per pair (default 256)
+
+[run]
+  duration   simulated time (default "100ms");  seed (default 1)
+  dt         integration step (default: smallest base RTT / 20)
+  sample     recording interval (default: up to 20000 samples)
+  warmup     start of the steady window for statistics (default: a quarter of duration)
+  precision  float64 (default) | float32
+"""

@@ -1,0 +1,162 @@
+"""Sweeps: one scenario, many flow counts, batched through `jax.vmap`.
+
+Points are grouped into buckets of equal padded shape (flow counts rounded up to a power of two),
+so a sweep compiles one program per bucket, not one per point (DESIGN §4). Each bucket runs in
+chunks sized to keep memory near 1 GB; after every chunk the caller gets the points finished so
+far, so an interrupted or failing sweep keeps them.
+
+The result has a `flows` dimension: per-point summaries (throughput, fairness, queue statistics of
+the bottleneck, convergence time) and the queue and utilization time series of every link.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import numpy as np
+import xarray as xr
+
+from pathflow.compile import Compiled, compile_scenario
+from pathflow.metrics import convergence_time, jain_index, queue_stats, throughput
+from pathflow.results import trajectory_to_dataset
+from pathflow.scenario import Scenario, ScenarioError
+from pathflow.solvers.dde import Trajectory
+from pathflow.solvers.problem import pad_problem, stack_problems
+from pathflow.solvers.run import solve
+
+__all__ = ["parse_flow_range", "summarize_point", "sweep_flows"]
+
+Progress = Callable[[float, float], None]
+_CHUNK_BYTES = 1e9
+
+
+def parse_flow_range(text: str, default_points: int = 25) -> list[int]:
+    """'80:2000' -> 25 flow counts from 80 to 2000; '80:2000:40' -> every 40th; '64' -> [64]."""
+    parts = text.split(":")
+    try:
+        numbers = [int(part) for part in parts]
+    except ValueError:
+        raise ScenarioError(f"--flows: {text!r} must be START:STOP[:STEP] with whole numbers, "
+                            "e.g. 80:2000") from None
+    if len(numbers) == 1:
+        numbers = [numbers[0], numbers[0]]
+    if len(numbers) > 3 or min(numbers) < 1 or numbers[0] > numbers[1]:
+        raise ScenarioError(f"--flows: {text!r} must be START:STOP[:STEP] with 1 <= START <= STOP")
+    start, stop = numbers[:2]
+    if len(numbers) == 3:
+        return list(range(start, stop + 1, numbers[2]))
+    points = min(default_points, stop - start + 1)
+    return sorted({int(round(x)) for x in np.linspace(start, stop, points)})
+
+
+def _bucket(flows: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(flows)))
+
+
+def summarize_point(ds: xr.Dataset) -> dict[str, float]:
+    """Scalar summaries of one run: the numbers a sweep plots against flow count."""
+    rates = throughput(ds)
+    stats = queue_stats(ds)
+    utilization = ds.utilization.sel(time=ds.time > 0.25 * float(ds.time[-1])).mean("time")
+    link = int(np.argmax(utilization.values))
+    convergence = convergence_time(ds)
+    return {
+        "aggregate_throughput": float(rates.sum()),
+        "jain": jain_index(rates.values),
+        "bottleneck_utilization": float(utilization[link]),
+        "queue_mean": float(stats["mean"][link]),
+        "queue_p99": float(stats["p99"][link]),
+        "queue_max": float(stats["max"][link]),
+        "convergence_time": convergence["time"],
+        "settled": float(convergence["settled"]),
+        "drops": float(ds.drops.isel(link=link).mean()),
+    }
+
+
+_UNITS = {"aggregate_throughput": "bytes/s", "jain": "1", "bottleneck_utilization": "1",
+          "queue_mean": "bytes", "queue_p99": "bytes", "queue_max": "bytes",
+          "convergence_time": "s", "settled": "1", "drops": "bytes/s"}
+
+
+def _compile_all(scenario: Scenario, counts: list[int]) -> list[Compiled]:
+    compiled = [compile_scenario(scenario.with_updates({"traffic.flows": n})) for n in counts]
+    dts = {c.dt for c in compiled}
+    if len(dts) > 1:  # a batch shares one time grid
+        dt, sample = min(dts), min(c.sample_interval for c in compiled)
+        compiled = [compile_scenario(c.scenario.with_updates(
+            {"run.dt": f"{dt:.12g}s", "run.sample": f"{sample:.12g}s"})) for c in compiled]
+    return compiled
+
+
+def _chunks(compiled: list[Compiled]) -> Iterator[list[Compiled]]:
+    buckets: dict[int, list[Compiled]] = {}
+    for c in compiled:
+        buckets.setdefault(_bucket(len(c.routes.flows)), []).append(c)
+    for size, members in sorted(buckets.items()):
+        grid = members[0].grid
+        per_point = grid.records * (members[0].problem.n_links + size) * 8 * 12 \
+            + grid.history * (2 * members[0].problem.n_links + size) * 8
+        step = max(1, int(_CHUNK_BYTES // per_point))
+        for i in range(0, len(members), step):
+            yield members[i : i + step]
+
+
+def _run_chunk(chunk: list[Compiled], progress: Callable[[int, int], None]) -> list[xr.Dataset]:
+    grid = replace(chunk[0].grid, history=max(c.grid.history for c in chunk))
+    links = chunk[0].problem.n_links
+    paths = max(c.problem.path_hops.shape[0] for c in chunk)
+    hops = max(c.problem.path_hops.shape[1] for c in chunk)
+    controllers = _bucket(max(c.problem.n_controllers for c in chunk))
+    batch = stack_problems([pad_problem(c.problem, links, paths, hops, controllers)
+                            for c in chunk])
+    trajectory = solve(chunk[0].model, batch, grid, batched=True, progress=progress)
+    results = []
+    for i, c in enumerate(chunk):
+        single = Trajectory(*(
+            {k: v[i] for k, v in part.items()} if isinstance(part, dict) else part[i]
+            for part in trajectory))
+        results.append(trajectory_to_dataset(c, single))
+    return results
+
+
+def sweep_flows(scenario: Scenario, counts: list[int], progress: Progress | None = None,
+                on_chunk: Callable[[xr.Dataset], None] | None = None) -> xr.Dataset:
+    """Run `scenario` for every flow count; `on_chunk` receives the partial result after each
+    chunk (to save it), `progress(done, total)` counts points (fractions within a chunk)."""
+    compiled = _compile_all(scenario, counts)
+    finished: list[tuple[int, xr.Dataset]] = []
+    done = 0.0
+    for chunk in _chunks(compiled):
+        def report(records: int, total: int, base: float = done, n: int = len(chunk)) -> None:
+            if progress is not None:
+                progress(base + n * records / total, len(counts))
+
+        for c, ds in zip(chunk, _run_chunk(chunk, report), strict=True):
+            finished.append((len(c.routes.flows), ds))
+        done += len(chunk)
+        if on_chunk is not None:
+            on_chunk(_combine(finished, scenario))
+    return _combine(finished, scenario)
+
+
+def _combine(finished: list[tuple[int, xr.Dataset]], scenario: Scenario) -> xr.Dataset:
+    finished = sorted(finished, key=lambda item: item[0])
+    counts = [n for n, _ in finished]
+    summaries = [summarize_point(ds) for _, ds in finished]
+    data = {key: (("flows",), np.array([s[key] for s in summaries]), {"units": _UNITS[key]})
+            for key in summaries[0]}
+    series = [ds[["queue", "utilization"]].drop_vars(
+        [v for v in ds[["queue", "utilization"]].coords if v not in ("time", "link")])
+        for _, ds in finished]
+    stacked = xr.concat(series, dim="flows", join="override")
+    first = finished[0][1]
+    out = xr.Dataset(data, coords={"flows": ("flows", counts)})
+    out = out.merge(stacked.assign_coords(flows=counts))
+    out = out.assign_coords({name: first[name] for name in ("capacity", "buffer", "link_tier")})
+    out.attrs = {key: first.attrs[key] for key in ("engine", "pathflow_version", "dt",
+                                                   "sample_interval", "packet_bytes")}
+    out.attrs["scenario"] = scenario.to_toml()
+    out.attrs["scenario_name"] = scenario.name
+    return out

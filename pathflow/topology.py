@@ -1,0 +1,211 @@
+"""Topology builders: star, dumbbell, fat-tree, leaf-spine and user graphs -> a `Network`.
+
+Every cable is two directed links, one per direction, each with its own egress queue (the queue of
+the port that transmits onto it). Link names are "src->dst" with node names such as "h3", "s0",
+"edge1_0", "agg1_1", "core0_1"; each link also has a tier label ("access", "bottleneck",
+"host-edge", "edge-agg", "agg-core", "host-leaf", "leaf-spine", "graph") that
+`[[topology.links]]` overrides can select.
+
+Node naming:
+- star: senders h0..h{N-1}, switch s0, receiver r0.
+- dumbbell: senders h0..h{N-1} -> s0 -> s1 -> receivers r0..r{N-1}.
+- fattree(k): hosts h{pod}_{edge}_{i}, edge{pod}_{i}, agg{pod}_{i}, core{i}_{j} (Al-Fares et al.
+  2008: k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4 hosts).
+- leafspine: hosts h{leaf}_{i}, leaf{i}, spine{j}.
+- graph: node names from the file; hosts are the `hosts` list or else the nodes of degree 1.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+
+from pathflow.scenario import Scenario, ScenarioError
+
+__all__ = ["Link", "Network", "build_network"]
+
+
+@dataclass(frozen=True)
+class Link:
+    """A directed link and the egress queue that feeds it. SI units."""
+
+    name: str
+    src: str
+    dst: str
+    tier: str
+    capacity: float  # bytes/s
+    delay: float  # s, one-way propagation
+    buffer: float  # bytes
+
+
+@dataclass
+class Network:
+    """Directed links between named nodes, and which nodes are end hosts."""
+
+    links: list[Link]
+    hosts: list[str]
+    senders: list[str]
+    receivers: list[str]
+    index: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = {link.name: i for i, link in enumerate(self.links)}
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        g = nx.DiGraph()
+        for i, link in enumerate(self.links):
+            g.add_edge(link.src, link.dst, link=i)
+        return g
+
+    def link_between(self, src: str, dst: str) -> int:
+        return self.index[f"{src}->{dst}"]
+
+
+Cable = tuple[str, str, str]  # (node a, node b, tier)
+
+
+def _star(n: int) -> tuple[list[Cable], list[str], list[str]]:
+    senders = [f"h{i}" for i in range(n)]
+    cables = [(h, "s0", "access") for h in senders] + [("s0", "r0", "bottleneck")]
+    return cables, senders, ["r0"]
+
+
+def _dumbbell(n: int) -> tuple[list[Cable], list[str], list[str]]:
+    senders = [f"h{i}" for i in range(n)]
+    receivers = [f"r{i}" for i in range(n)]
+    cables = [(h, "s0", "access") for h in senders] + [("s0", "s1", "bottleneck")]
+    cables += [("s1", r, "access") for r in receivers]
+    return cables, senders, receivers
+
+
+def _fattree(k: int) -> tuple[list[Cable], list[str], list[str]]:
+    half = k // 2
+    cables: list[Cable] = []
+    hosts: list[str] = []
+    for pod in range(k):
+        for e in range(half):
+            edge = f"edge{pod}_{e}"
+            for i in range(half):
+                host = f"h{pod}_{e}_{i}"
+                hosts.append(host)
+                cables.append((host, edge, "host-edge"))
+            for a in range(half):
+                cables.append((edge, f"agg{pod}_{a}", "edge-agg"))
+        for a in range(half):
+            for j in range(half):
+                cables.append((f"agg{pod}_{a}", f"core{a}_{j}", "agg-core"))
+    return cables, hosts, hosts
+
+
+def _leafspine(leaves: int, spines: int, per_leaf: int) -> tuple[list[Cable], list[str], list[str]]:
+    cables: list[Cable] = []
+    hosts: list[str] = []
+    for leaf in range(leaves):
+        for i in range(per_leaf):
+            hosts.append(f"h{leaf}_{i}")
+            cables.append((f"h{leaf}_{i}", f"leaf{leaf}", "host-leaf"))
+        for s in range(spines):
+            cables.append((f"leaf{leaf}", f"spine{s}", "leaf-spine"))
+    return cables, hosts, hosts
+
+
+def _read_graph(scenario: Scenario) -> tuple[nx.Graph, str]:
+    text = scenario.spec.topology.edges or ""
+    path = Path(text)
+    if not path.is_absolute():
+        path = scenario.base_dir / path
+    if not path.exists():
+        raise ScenarioError(f"topology.edges: file {text!r} not found (looked in {path.parent})")
+    if path.suffix.lower() in (".graphml", ".xml"):
+        try:
+            graph = nx.Graph(nx.read_graphml(path))
+        except Exception as error:  # networkx raises several parser errors
+            raise ScenarioError(f"topology.edges: {path.name} is not valid GraphML ({error})") from None
+        return graph, path.name
+    graph = nx.Graph()
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = set(reader.fieldnames or [])
+        if not {"src", "dst"} <= columns:
+            raise ScenarioError(f"topology.edges: {path.name} needs a header with columns "
+                                f"src,dst (optional: link_rate, delay, buffer); got {sorted(columns)}")
+        for row in reader:
+            extra = {key: row[key] for key in ("link_rate", "delay", "buffer") if row.get(key)}
+            graph.add_edge(row["src"].strip(), row["dst"].strip(), **extra)
+    if graph.number_of_edges() == 0:
+        raise ScenarioError(f"topology.edges: {path.name} holds no edges")
+    return graph, path.name
+
+
+def _graph(scenario: Scenario) -> tuple[list[Cable], list[str], list[str], nx.Graph]:
+    graph, filename = _read_graph(scenario)
+    components = nx.number_connected_components(graph)
+    if components > 1:
+        raise ScenarioError(f"topology.edges: the graph in {filename} is not connected "
+                            f"({components} components); every host must reach every other")
+    listed = scenario.spec.topology.hosts
+    if listed:
+        missing = [h for h in listed if h not in graph]
+        if missing:
+            raise ScenarioError(f"topology.hosts: {missing[0]!r} is not a node of {filename}")
+        hosts = list(listed)
+    else:
+        hosts = sorted((n for n in graph if graph.degree(n) == 1), key=str)
+    if len(hosts) < 2:
+        raise ScenarioError(f"topology.hosts: {filename} needs at least 2 hosts (nodes of degree 1 "
+                            "unless listed in topology.hosts)")
+    cables = [(str(a), str(b), "graph") for a, b in graph.edges()]
+    return cables, hosts, hosts, graph
+
+
+def build_network(scenario: Scenario) -> Network:
+    """The scenario's topology as directed links with capacity, delay and buffer (SI units)."""
+    topo = scenario.spec.topology
+    file_graph: nx.Graph | None = None
+    if topo.kind == "star":
+        cables, senders, receivers = _star(topo.senders or 1)
+    elif topo.kind == "dumbbell":
+        cables, senders, receivers = _dumbbell(topo.senders or 1)
+    elif topo.kind == "fattree":
+        cables, senders, receivers = _fattree(topo.k or 4)
+    elif topo.kind == "leafspine":
+        cables, senders, receivers = _leafspine(topo.leaves or 1, topo.spines or 1,
+                                                topo.hosts_per_leaf or 1)
+    else:
+        cables, senders, receivers, file_graph = _graph(scenario)
+    hosts = list(dict.fromkeys(senders + receivers))
+    links: list[Link] = []
+    for a, b, tier in cables:
+        for src, dst in ((a, b), (b, a)):
+            name = f"{src}->{dst}"
+            capacity, delay, buffer = scenario.link_params(name, tier)
+            if file_graph is not None:
+                capacity, delay, buffer = _edge_overrides(scenario, file_graph.edges[a, b],
+                                                          name, (capacity, delay, buffer))
+            links.append(Link(name, src, dst, tier, capacity, delay, buffer))
+    return Network(links, hosts, senders, receivers)
+
+
+def _edge_overrides(scenario: Scenario, attrs: dict[str, str], name: str,
+                    values: tuple[float, float, float]) -> tuple[float, float, float]:
+    """Per-edge link_rate / delay / buffer columns of a graph file, unless an explicit
+    [[topology.links]] override in the scenario selects this link (the scenario wins)."""
+    if any(o.selects(name, "graph") for o in scenario.spec.topology.links):
+        return values
+    from pathflow.units import UnitError, parse_rate, parse_time
+
+    capacity, delay, buffer = values
+    try:
+        if "link_rate" in attrs:
+            capacity = parse_rate(str(attrs["link_rate"]), f"topology.edges[{name}].link_rate")
+        if "delay" in attrs:
+            delay = parse_time(str(attrs["delay"]), f"topology.edges[{name}].delay")
+    except UnitError as error:
+        raise ScenarioError(str(error)) from None
+    if "buffer" in attrs:
+        buffer = scenario.size(str(attrs["buffer"]), f"topology.edges[{name}].buffer")
+    return capacity, delay, buffer
