@@ -56,8 +56,6 @@ class CongestionModel(ABC):
     """A window-based congestion-control model (see `models.reno`, `models.dctcp`)."""
 
     name: ClassVar[str]
-    state_fields: ClassVar[tuple[str, ...]]
-    reacts_to_ecn: ClassVar[bool]
 
     @abstractmethod
     def initial_state(self, params: ControllerParams) -> State:

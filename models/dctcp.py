@@ -2,16 +2,20 @@
 
 Model
 -----
-Alizadeh, Javanmard and Prabhakar's fluid model (SIGMETRICS 2011), with slow start, delayed ACKs
-and losses (see `models.window` for the shared terms):
+DCTCP's window and marking estimate (Alizadeh et al. 2010; fluid form Alizadeh, Javanmard and
+Prabhakar 2011), with slow start, delayed ACKs and losses (see `models.window` for the shared
+terms and the two reaction forms):
 
-    dW/dt     = W/(bR) [slow start] or 1/(bR)  -  W alpha/2 * lambda(p_mark)  -  W/2 * lambda(p_loss)
+    dW/dt     = W/(bR) [slow start] or 1/(bR)
+    W -> W (1 - alpha/2) on marks, W/2 on losses, at most once per round trip   (window, default)
+    dW/dt    -= W alpha/2 lambda(p_mark) + W/2 lambda(p_loss)                   (mean)
     dalpha/dt = g/R (p_mark(t-R) - alpha)
     lambda(p) = min(x(t-R) p(t-R), 1/R)
 
-With step marking (p_mark = 1{q > K}, `models.aqm`) lambda is 1/R while marks arrive: one cut by
-alpha/2 per round trip, as in the paper. alpha starts at 1 (Linux and ns-3 `DctcpAlphaOnInit`), so
-the first mark halves the window.
+With step marking (p_mark = 1{q > K}, `models.aqm`) the mean form cuts at lambda = 1/R while marks
+arrive, the 2011 paper's equation. The default per-window form cuts at the first mark of a window,
+as the stack does, and reproduces the 2010 sawtooth analysis. alpha starts at 1 (Linux and ns-3
+`DctcpAlphaOnInit`), so the first mark halves the window.
 
 Steady state (Alizadeh et al. SIGCOMM 2010, N synchronised flows, capacity C packets/s, base RTT,
 threshold K packets): Q_max = K + N, oscillation amplitude A = 0.5 sqrt(2 N (C RTT + K)), and full
@@ -33,7 +37,7 @@ min_cwnd keep the floor, as Linux does; a packet-level flow could instead time o
 Validation
 ----------
 tests/test_dctcp_hardware.py: the seed 003 star (2 flows, 100 Mb/s, K = 20) against the
-hardware queue trace; tests/test_closed_forms.py: Q_max and amplitude for N in {2, 8, 32};
+hardware queue trace; tests/test_closed_forms.py: Q_max and amplitude for N in {2, 8, 32} (window form);
 tests/test_ns3_agreement.py: the same star against ns-3's TcpDctcp.
 
 References
@@ -45,34 +49,27 @@ fairness", SIGMETRICS 2011.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import jax.numpy as jnp
 
-from pathflow.models import window
-from pathflow.models.base import CongestionModel, ControllerParams, Signals, State
+from pathflow.models.base import Array, ControllerParams, Signals, State
+from pathflow.models.window import WindowControl
 
 
-class Dctcp(CongestionModel):
+@dataclass(frozen=True)
+class Dctcp(WindowControl):
     name = "dctcp"
-    state_fields = ("cwnd", "alpha", "slow_start")
-    reacts_to_ecn = True
+    reaction: str = "window"
 
-    def initial_state(self, params: ControllerParams) -> State:
-        ones = jnp.ones_like(params.init_cwnd)
-        return {"cwnd": params.init_cwnd, "alpha": ones, "slow_start": ones}
+    def mark_factor(self, state: State) -> Array:
+        return 1.0 - state["alpha"] / 2
 
-    def derivative(self, state: State, signals: Signals, params: ControllerParams) -> State:
-        mark_cuts = window.event_rate(signals.mark, signals.acked_rate, signals.rtt)
-        loss_cuts = window.event_rate(signals.loss, signals.acked_rate, signals.rtt)
-        cwnd = state["cwnd"]
-        dcwnd = (window.increase(state, signals, params)
-                 - cwnd * state["alpha"] / 2 * mark_cuts - cwnd / 2 * loss_cuts)
-        dalpha = params.g / signals.rtt * (signals.mark - state["alpha"])
-        return {"cwnd": dcwnd, "alpha": dalpha, "slow_start": jnp.zeros_like(dcwnd)}
+    def extra_state(self, params: ControllerParams) -> State:
+        return {"alpha": jnp.ones_like(params.init_cwnd)}
 
-    def project(self, state: State, signals: Signals, params: ControllerParams) -> State:
-        congestion = jnp.maximum(signals.loss, signals.mark)
-        return {
-            "cwnd": window.floor_window(state["cwnd"], params),
-            "alpha": jnp.clip(state["alpha"], 0.0, 1.0),
-            "slow_start": window.leave_slow_start(state, congestion, params),
-        }
+    def extra_derivative(self, state: State, signals: Signals, params: ControllerParams) -> State:
+        return {"alpha": params.g / signals.rtt * (signals.mark - state["alpha"])}
+
+    def extra_project(self, state: State) -> State:
+        return {"alpha": jnp.clip(state["alpha"], 0.0, 1.0)}

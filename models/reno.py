@@ -3,13 +3,16 @@
 Model
 -----
 Misra, Gong and Towsley's fluid model (SIGCOMM 2000) with slow start, delayed ACKs and one
-reaction per window (see `models.window` for the shared terms):
+reaction per window (see `models.window` for the shared terms and the two reaction forms):
 
-    dW/dt = W/(bR) [slow start] or 1/(bR) [congestion avoidance]  -  W/2 * lambda(p)
-    lambda(p) = min(x(t-R) p(t-R), 1/R),   p = 1 - (1 - p_loss)(1 - p_mark)
+    dW/dt = W/(bR) [slow start] or 1/(bR) [congestion avoidance]  -  W/2 * lambda(p)   (mean)
+    W -> W/2 at most once per round trip, when signals arrive                         (window)
+    lambda(p) = min(x(t-R) p(t-R), 1/R)
 
 W is the window in packets, R(t) = base RTT + sum over the path of q_l / C_l, x = W / R the rate
-in packets/s. An ECN-capable Reno (RED with `ecn = true`) halves on marks as on losses.
+in packets/s, p the loss (or, for an ECN-capable Reno behind RED with `ecn = true`, mark)
+fraction. The default reaction is ``mean``: its equilibrium p = 2 / (b W^2) is MGT's, and it
+represents desynchronised packet-level flows sharing a drop-tail queue on average.
 
 Parameters
 ----------
@@ -25,7 +28,7 @@ desynchronise, which the mean-field model represents only on average).
 
 Validation
 ----------
-tests/test_closed_forms.py: equilibrium p = 2 / (b W^2) on a single RED link.
+tests/test_closed_forms.py: equilibrium p = 2 / (b W^2) on a single RED link (mean form).
 tests/test_ns3_agreement.py: sawtooth extent (queue max and min) on the 2-flow 100 Mb/s star
 against ns-3 NewReno.
 
@@ -37,29 +40,16 @@ flows with an application to RED", SIGCOMM 2000.
 
 from __future__ import annotations
 
-import jax.numpy as jnp
+from dataclasses import dataclass
 
-from pathflow.models import window
-from pathflow.models.base import CongestionModel, ControllerParams, Signals, State
+from pathflow.models.base import Array, State
+from pathflow.models.window import WindowControl
 
 
-class Reno(CongestionModel):
+@dataclass(frozen=True)
+class Reno(WindowControl):
     name = "reno"
-    state_fields = ("cwnd", "slow_start")
-    reacts_to_ecn = True
+    reaction: str = "mean"
 
-    def initial_state(self, params: ControllerParams) -> State:
-        return {"cwnd": params.init_cwnd, "slow_start": jnp.ones_like(params.init_cwnd)}
-
-    def derivative(self, state: State, signals: Signals, params: ControllerParams) -> State:
-        congestion = 1.0 - (1.0 - signals.loss) * (1.0 - signals.mark)
-        cuts = window.event_rate(congestion, signals.acked_rate, signals.rtt)
-        dcwnd = window.increase(state, signals, params) - state["cwnd"] / 2 * cuts
-        return {"cwnd": dcwnd, "slow_start": jnp.zeros_like(dcwnd)}
-
-    def project(self, state: State, signals: Signals, params: ControllerParams) -> State:
-        congestion = jnp.maximum(signals.loss, signals.mark)
-        return {
-            "cwnd": window.floor_window(state["cwnd"], params),
-            "slow_start": window.leave_slow_start(state, congestion, params),
-        }
+    def mark_factor(self, state: State) -> Array:
+        return 0.5 + 0.0 * state["cwnd"]

@@ -9,35 +9,51 @@ trip (ns-3's NewReno counts ACKs, b = 2; Linux counts acknowledged segments, b =
     slow start:           dW/dt = W / (b R)
     congestion avoidance: dW/dt = 1 / (b R)
 
-Congestion events (a loss or an ECN echo) arrive with the acknowledgements, at the rate
-x(t-R) p(t-R) where x is the sending rate in packets/s and p the fraction of packets marked or
-dropped (Misra, Gong, Towsley 2000). Real stacks react at most once per window (NewReno's
-recovery, DCTCP's and ECN's CWR), so the event rate is capped at 1/R:
+Congestion signals (losses, ECN echoes) arrive with the acknowledgements at the rate x(t-R) p(t-R)
+per second, x the sending rate in packets/s and p the fraction of packets dropped or marked. Each
+reaction multiplies W by a factor f (Reno: 1/2; DCTCP: 1 - alpha/2 on marks, 1/2 on losses).
+Real stacks react at most once per window (NewReno's recovery, DCTCP's and ECN's CWR state). Two
+forms of that rule are offered (`[transport] reaction`):
 
-    lambda(p) = min(x(t-R) p(t-R), 1 / R(t))
+- ``mean`` (mean field; Misra, Gong, Towsley 2000 and Alizadeh, Javanmard, Prabhakar 2011): the
+  expected drift, with the event rate capped at one per round trip,
 
-Below the cap this is exactly the MGT model (equilibrium p = 2 / (b W^2)); at the cap (DCTCP's step
-marking, where p is 0 or 1) it is one reaction per round trip, as in Alizadeh et al. 2011.
+      dW/dt = increase - sum_kinds W (1 - f) lambda(p),   lambda(p) = min(x(t-R) p(t-R), 1/R)
+
+  Below the cap this is exactly the MGT model, equilibrium p = 2 / (b W^2).
+- ``window`` (per window, hybrid): signals accumulate a credit x(t-R) p(t-R) dt; when it reaches
+  one packet and the flow is not in CWR, W jumps to f W and the flow ignores signals for one
+  round trip (CWR). This is the sawtooth that Alizadeh et al. 2010 analyse (Q_max = K + N and
+  amplitude 0.5 sqrt(2 N (C RTT + K)) for DCTCP); a mean-field cut spread over the marking period
+  over-reacts when few flows share the link (amplitude +31 % at N = 2).
+
 A sender's own NIC never drops: the sending rate is capped at the host link's capacity (shared by
 the host's flows in proportion to their windows), and a window that does not limit the rate does
 not grow (RFC 7661; Linux's TCP small queues keep the host queue near empty). Slow start ends at
-the first congestion signal or when W reaches ssthresh. W never falls below
-`min_cwnd` (Linux keeps 2 segments; a window under one segment would stall a packet-level flow).
+the first congestion signal or when W reaches ssthresh. W never falls below `min_cwnd` (Linux
+keeps 2 segments; a window under one segment would stall a packet-level flow).
 
 Scope and limitations
 ---------------------
 No retransmission timeouts (a fluid flow never stalls), no receive-window limit, no pacing. Loss
-bursts are averaged: a fluid flow loses the expected fraction, not a burst.
+bursts are averaged: a fluid flow loses the expected fraction, not a burst. Fluid flows with equal
+parameters are synchronised; packet-level flows may not be.
 
-Validation: tests/test_closed_forms.py (Reno equilibrium p = 2/W^2 on one RED link),
-tests/test_ns3_agreement.py (Reno sawtooth and DCTCP queue against ns-3).
+Validation: tests/test_closed_forms.py (Reno equilibrium p = 2/W^2 on one RED link in ``mean``
+form; DCTCP Q_max and amplitude in ``window`` form), tests/test_ns3_agreement.py (Reno sawtooth
+and DCTCP queue against ns-3).
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
+from dataclasses import dataclass
+
 import jax.numpy as jnp
 
-from pathflow.models.base import Array, ControllerParams, Signals, State
+from pathflow.models.base import Array, CongestionModel, ControllerParams, Signals, State
+
+REACTIONS = ("window", "mean")
 
 
 def increase(state: State, signals: Signals, params: ControllerParams) -> Array:
@@ -48,15 +64,70 @@ def increase(state: State, signals: Signals, params: ControllerParams) -> Array:
 
 
 def event_rate(fraction: Array, acked_rate: Array, rtt: Array) -> Array:
-    """Congestion reactions per second: x(t-R) p(t-R), at most one per round trip."""
+    """Mean-field congestion reactions per second: x(t-R) p(t-R), at most one per round trip."""
     return jnp.minimum(acked_rate * fraction, 1.0 / rtt)
 
 
-def leave_slow_start(state: State, congestion: Array, params: ControllerParams) -> Array:
-    """The slow-start flag after this step: cleared by any congestion signal or by ssthresh."""
-    stay = (congestion <= 0) & (state["cwnd"] < params.ssthresh)
-    return jnp.where(stay, state["slow_start"], 0.0)
+@dataclass(frozen=True)
+class WindowControl(CongestionModel):
+    """A window-based TCP: growth, multiplicative reactions, slow start, floors.
 
+    Subclasses give the reaction to a mark (`mark_factor`) and any extra state of their own
+    (`extra_state`, `extra_derivative`, `extra_project`). `reaction` is "window" or "mean"
+    (see the module docstring)."""
 
-def floor_window(cwnd: Array, params: ControllerParams) -> Array:
-    return jnp.maximum(cwnd, params.min_cwnd)
+    reaction: str = "window"
+
+    @abstractmethod
+    def mark_factor(self, state: State) -> Array:
+        """W is multiplied by this on an ECN reaction."""
+
+    def extra_state(self, params: ControllerParams) -> State:
+        return {}
+
+    def extra_derivative(self, state: State, signals: Signals, params: ControllerParams) -> State:
+        return {}
+
+    def extra_project(self, state: State) -> State:
+        return {}
+
+    def initial_state(self, params: ControllerParams) -> State:
+        zeros = jnp.zeros_like(params.init_cwnd)
+        return {"cwnd": params.init_cwnd, "slow_start": jnp.ones_like(zeros), "cwr": zeros,
+                "credit": zeros, **self.extra_state(params)}
+
+    def derivative(self, state: State, signals: Signals, params: ControllerParams) -> State:
+        cwnd = state["cwnd"]
+        growth = increase(state, signals, params)
+        zeros = jnp.zeros_like(cwnd)
+        if self.reaction == "mean":
+            cuts = (cwnd * (1.0 - self.mark_factor(state))
+                    * event_rate(signals.mark, signals.acked_rate, signals.rtt)
+                    + cwnd * 0.5 * event_rate(signals.loss, signals.acked_rate, signals.rtt))
+            flows = {"cwnd": growth - cuts, "cwr": zeros, "credit": zeros}
+        else:
+            congestion = 1.0 - (1.0 - signals.mark) * (1.0 - signals.loss)
+            listening = state["cwr"] <= 0
+            flows = {"cwnd": growth, "cwr": -jnp.ones_like(cwnd),
+                     "credit": jnp.where(listening, signals.acked_rate * congestion, 0.0)}
+        return {**flows, "slow_start": zeros, **self.extra_derivative(state, signals, params)}
+
+    def project(self, state: State, signals: Signals, params: ControllerParams) -> State:
+        cwnd = state["cwnd"]
+        if self.reaction == "window":
+            fire = (state["credit"] >= 1.0) & (state["cwr"] <= 0)
+            factor = jnp.where(signals.loss > 0, 0.5, self.mark_factor(state))
+            cwnd = jnp.where(fire, cwnd * factor, cwnd)
+            cwr = jnp.where(fire, signals.rtt, jnp.maximum(state["cwr"], 0.0))
+            credit = jnp.where(fire | (state["cwr"] > 0), 0.0, state["credit"])
+        else:
+            cwr, credit = state["cwr"], state["credit"]
+        congestion = jnp.maximum(signals.loss, signals.mark)
+        stay = (congestion <= 0) & (state["cwnd"] < params.ssthresh)
+        return {
+            "cwnd": jnp.maximum(cwnd, params.min_cwnd),
+            "slow_start": jnp.where(stay, state["slow_start"], 0.0),
+            "cwr": cwr,
+            "credit": credit,
+            **self.extra_project(state),
+        }

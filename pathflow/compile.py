@@ -9,8 +9,8 @@
 - dt: 1/20 of the smallest base RTT, and at most half of RED's averaging time constant (DESIGN §4);
   `[run] dt` overrides it.
 - history: the largest possible round trip (base RTT plus every buffer on the path full) in steps.
-- records: `[run] sample` if given, else as many samples as fit a budget of about 2e6 values per
-  variable (20 000 at most), so that memory stays small for large networks.
+- records: `[run] sample` if given, else as many samples as fit a budget of about 5e5 values per
+  variable (at least 500, at most 20 000), so that memory stays small for large networks.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ __all__ = ["ACK_BYTES", "Compiled", "compile_scenario", "choose_grid"]
 
 ACK_BYTES = 64.0  # a pure ACK on the wire (TCP + IP + link headers, timestamps on)
 _PAD_CAPACITY = 1e30  # the padding link: never a bottleneck, never a queue
-_RECORD_BUDGET = 2_000_000
+_RECORD_BUDGET = 500_000
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     """Network, routes and the solver's arrays for one scenario."""
     network = build_network(scenario)
     routes = build_routes(scenario, network)
-    model = get_model(scenario.spec.transport.cc)
+    model = get_model(scenario.spec.transport.cc, scenario.spec.transport.reaction)
     queues = _queue_params(scenario, network)
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes)
     n_flows = len(routes.flows)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tomli_w
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from pathflow.units import UnitError, parse_rate, parse_size, parse_time
 
@@ -27,14 +27,14 @@ class ScenarioError(ValueError):
     """A scenario that cannot be run; the message is one line naming the field."""
 
 
-def _checked(parse: Any, **kwargs: Any) -> AfterValidator:
+def _checked(parse: Any, **kwargs: Any) -> BeforeValidator:
     """Validate the unit syntax at load time; the value itself stays text until resolved."""
 
-    def check(text: str) -> str:
-        parse(text, field="value", **kwargs)
+    def check(text: Any) -> str:
+        parse(text, field="value", **kwargs)  # refuses bare numbers with a units hint
         return text
 
-    return AfterValidator(check)
+    return BeforeValidator(check)
 
 
 Rate = Annotated[str, _checked(parse_rate)]
@@ -166,6 +166,7 @@ class Transport(_Section):
     init_cwnd: Size = "10pkt"
     min_cwnd: Size = "2pkt"
     ssthresh: FlowSize = "inf"
+    reaction: Literal["window", "mean"] | None = None
 
 
 class Routing(_Section):
@@ -439,6 +440,8 @@ name = "..."                   label for outputs
   g          DCTCP gain (default 0.0625)
   ack_ratio  segments per window-increase event: 1 Linux (default), 2 ns-3 NewReno delayed ACKs
   init_cwnd  (default "10pkt");  min_cwnd (default "2pkt");  ssthresh (default "inf")
+  reaction   window (cut at the first signal of a window, then ignore signals for one RTT;
+             default for dctcp) | mean (mean-field MGT cut rate; default for reno)
 
 [routing]
   mode       ecmp (default; seeded per-flow hash) | spray (equal split over equal-cost paths) |

@@ -83,8 +83,9 @@ _UNITS = {"aggregate_throughput": "bytes/s", "jain": "1", "bottleneck_utilizatio
 def _compile_all(scenario: Scenario, counts: list[int]) -> list[Compiled]:
     compiled = [compile_scenario(scenario.with_updates({"traffic.flows": n})) for n in counts]
     dts = {c.dt for c in compiled}
-    if len(dts) > 1:  # a batch shares one time grid
-        dt, sample = min(dts), min(c.sample_interval for c in compiled)
+    samples = {c.sample_interval for c in compiled}
+    if len(dts) > 1 or len(samples) > 1:  # one time axis for the whole sweep
+        dt, sample = min(dts), max(samples)  # the coarsest sampling bounds the memory
         compiled = [compile_scenario(c.scenario.with_updates(
             {"run.dt": f"{dt:.12g}s", "run.sample": f"{sample:.12g}s"})) for c in compiled]
     return compiled

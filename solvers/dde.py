@@ -201,7 +201,6 @@ def _step(model: CongestionModel, problem: Problem, carry: Carry) -> tuple[Carry
     path_send = send[owner] * weight
     hop_flow = path_send[:, None] * entering
     arrival = jax.ops.segment_sum(hop_flow.ravel(), hops.ravel(), links)
-    flow_rate = jax.ops.segment_sum(path_send * reaching[:, -1], owner, send.shape[0])
 
     probability = aqm.marking_probability(carry.measure, queues)
     mark = probability * queues.ecn
@@ -210,6 +209,10 @@ def _step(model: CongestionModel, problem: Problem, carry: Carry) -> tuple[Carry
     loss = jnp.where(flowing, moved.drop / jnp.maximum(arrival, _TINY), 0.0)
     ratio = jnp.where(flowing, moved.departure / jnp.maximum(arrival, _TINY), 1.0)
     measure = aqm.average(carry.measure, moved.queue, queues, dt)
+    last = jnp.sum(hops < links - 1, axis=1) - 1  # each path's final real hop
+    paths = jnp.arange(hops.shape[0])
+    delivered_path = hop_flow[paths, last] * ratio[hops[paths, last]]
+    flow_rate = jax.ops.segment_sum(delivered_path, owner, send.shape[0])
 
     probability_now = jnp.stack([mark, loss])[:, hops]  # (2, P, H)
     path_signal = 1.0 - jnp.prod(1.0 - probability_now, axis=2)

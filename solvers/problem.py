@@ -80,7 +80,8 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
     hop_array = np.concatenate(
         [hop_array, np.full((hop_array.shape[0], hops - hop_array.shape[1]), links)], axis=1)
     hop_array = grow(hop_array, paths, links)
-    params = ControllerParams(*(grow(a, float(np.asarray(a)[0])) for a in problem.params))
+    params = ControllerParams(*(grow(a, controllers, float(np.asarray(a)[0]))
+                                for a in problem.params))
     return Problem(
         queues=queues,
         path_hops=jnp.asarray(hop_array, dtype=jnp.int32),

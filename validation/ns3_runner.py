@@ -21,8 +21,8 @@ congestion window, an RTT estimate and, for DCTCP, alpha. All byte counts are IP
 
 Limits
 ------
-* ns-3 keeps global state, so each scenario runs in a fresh subprocess (~15 s of that is
-  importing the cppyy bindings and JIT-compiling the C++ helper).
+* ns-3 keeps global state, so each scenario runs in a fresh subprocess, with ~17 s of fixed
+  cost: ~13 s importing the cppyy bindings, ~3 s JIT-compiling the C++ helper and templates.
 * The step marker tests the number of packets already in the queue disc (>= K marks). The
   reported ``queue`` also counts the packet waiting in the device queue, so it sits about one
   packet above what the marker sees. With ``cc="reno"`` the AQMs cannot mark (packets are not
@@ -33,9 +33,16 @@ Limits
 * ns-3 takes TCP RTT samples from the timestamp option, which has 1 ms resolution, so its
   own RTT estimate is useless at data-center RTTs. ``rtt`` here is measured separately:
   one probe segment per round trip, from the sender's transmission of new data to the first
-  ACK covering it (Karn: probes hit by a retransmission are discarded). It includes any
-  delayed-ACK wait.
-* No pacing, no TSQ, no TSO/GRO: hosts emit window-sized bursts at line rate.
+  ACK or SACK covering it (Karn: a probe whose segment is retransmitted is discarded). It
+  includes any delayed-ACK wait.
+* No pacing, no TSQ, no TSO/GRO: hosts emit window-sized bursts at line rate. Because access
+  links run at the bottleneck rate, a window larger than BDP + switch buffer parks its excess
+  in the sender's own NIC queue (visible as ``hX->s0`` in ``queue``), unseen by any AQM.
+* Deviation from ns-3 defaults: the delayed-ACK timeout is min(40 ms, min_rto_s / 5) (Linux's
+  minimum is 40 ms). ns-3's 200 ms equals a 200 ms MinRto and livelocks a flow after an RTO
+  (one segment per RTO, forever).
+* ``cc="reno"`` with ``aqm="ecn_step"`` is a drop-tail queue of K packets; with two Reno
+  flows it can lock one flow out completely (its retransmissions always find the queue full).
 """
 
 from __future__ import annotations
@@ -224,8 +231,6 @@ def _child_entry() -> list[str]:
     # module was loaded from a source tree that is not importable under its package name.
     if __spec__ is not None and __spec__.name == _MODULE_NAME:
         return ["-m", _MODULE_NAME]
-    if importlib.util.find_spec("pathflow.validation") is not None:
-        return ["-m", _MODULE_NAME]
     return [str(Path(__file__).resolve())]
 
 
@@ -250,64 +255,88 @@ def _rate(cumulative: np.ndarray, dt: float) -> np.ndarray:
     return (cumulative - prev) / dt
 
 
+# name -> (dims, key in the child's arrays, cumulative counter?, units, long_name)
+_VARIABLES: dict[str, tuple[tuple[str, str], str, bool, str, str]] = {
+    "queue": (
+        ("time", "link"), "queue", False, "bytes",
+        "egress backlog (queue disc + device queue), sampled",
+    ),
+    "link_departure": (
+        ("time", "link"), "tx", True, "bytes/s",
+        "IP bytes whose transmission finished in the interval, per second",
+    ),
+    "drops": (
+        ("time", "link"), "drop", True, "bytes/s",
+        "IP bytes dropped at the port in the interval, per second",
+    ),
+    "marks": (
+        ("time", "link"), "mark", True, "bytes/s",
+        "IP bytes CE-marked at the port in the interval, per second",
+    ),
+    "flow_rate": (
+        ("time", "flow"), "rx", True, "bytes/s",
+        "goodput: payload bytes delivered to the receiving application, per second",
+    ),
+    "cwnd": (
+        ("time", "flow"), "cwnd", False, "bytes",
+        "sender congestion window, sampled (NaN before the flow starts, 0 until connected)",
+    ),
+    "rtt": (
+        ("time", "flow"), "rtt", False, "s",
+        "latest completed RTT probe: new data sent -> first ACK/SACK covering it",
+    ),
+    "alpha": (
+        ("time", "flow"), "alpha", False, "1",
+        "DCTCP congestion estimate alpha, latest update",
+    ),
+}  # fmt: skip
+
+
 def _to_dataset(cfg: Ns3Config, a: dict[str, np.ndarray], wall_time_s: float) -> xr.Dataset:
     dt = cfg.sample_interval_s
-    links = [str(s) for s in a["link_names"]]
     ends = cfg.flow_endpoints()
-
-    def var(
-        dims: tuple[str, str], data: np.ndarray, units: str, desc: str
-    ) -> tuple[tuple[str, str], np.ndarray, dict[str, str]]:
-        return dims, data.astype(np.float64), {"units": units, "long_name": desc}
-
-    tl = ("time", "link")
-    tf = ("time", "flow")
-    data_vars = {
-        "queue": var(tl, a["queue"], "bytes",
-                     "egress backlog: queue disc + device queue, sampled"),
-        "link_departure": var(tl, _rate(a["tx"], dt), "bytes/s",
-                              "bytes whose transmission finished in the interval, per s"),
-        "drops": var(tl, _rate(a["drop"], dt), "bytes/s",
-                     "bytes dropped at the port in the interval, per s"),
-        "marks": var(tl, _rate(a["mark"], dt), "bytes/s",
-                     "bytes CE-marked at the port in the interval, per s"),
-        "flow_rate": var(tf, _rate(a["rx"], dt), "bytes/s",
-                         "goodput: payload bytes delivered to the receiving application per s"),
-        "cwnd": var(tf, a["cwnd"], "bytes",
-                    "sender congestion window, sampled (NaN before the socket exists)"),
-        "rtt": var(tf, a["rtt"], "s",
-                   "latest completed RTT probe (send of new data -> first ACK covering it)"),
+    data_vars: dict[str, Any] = {}
+    for name, (dims, key, cumulative, units, desc) in _VARIABLES.items():
+        if name == "alpha" and cfg.cc != "dctcp":
+            continue
+        values = _rate(a[key], dt) if cumulative else a[key]
+        data_vars[name] = (dims, values.astype(np.float64), {"units": units, "long_name": desc})
+    coords = {
+        "time": (
+            "time",
+            a["time"],
+            {"units": "s", "long_name": "sample instant; rates average over the preceding step"},
+        ),
+        "link": (
+            "link",
+            np.array([str(x) for x in a["link_names"]], dtype=object),
+            {"units": "1", "long_name": "egress port 'from->to'"},
+        ),
+        "flow": ("flow", np.arange(cfg.flows), {"units": "1", "long_name": "flow index"}),
+        "src": (
+            "flow",
+            np.array([s for s, _ in ends], dtype=object),
+            {"units": "1", "long_name": "sending host"},
+        ),
+        "dst": (
+            "flow",
+            np.array([d for _, d in ends], dtype=object),
+            {"units": "1", "long_name": "receiving host"},
+        ),
     }
-    if cfg.cc == "dctcp":
-        data_vars["alpha"] = var(tf, a["alpha"], "1",
-                                 "DCTCP congestion estimate alpha, latest update")
-    ds = xr.Dataset(
-        data_vars=data_vars,
-        coords={
-            "time": ("time", a["time"], {"units": "s", "long_name": "sample instant; "
-                                         "rates average over (time - sample_interval, time]"}),
-            "link": ("link", np.array(links, dtype=object), {"units": "1",
-                                                             "long_name": "egress port"}),
-            "flow": ("flow", np.arange(cfg.flows), {"units": "1"}),
-            "src": ("flow", np.array([s for s, _ in ends], dtype=object),
-                    {"units": "1", "long_name": "sending host"}),
-            "dst": ("flow", np.array([d for _, d in ends], dtype=object),
-                    {"units": "1", "long_name": "receiving host"}),
-        },
-        attrs={
-            "engine": ENGINE,
-            "config": cfg.to_json(),
-            "wall_time_s": float(wall_time_s),
-            "sim_wall_time_s": float(a["sim_wall_time_s"]),
-            "bottleneck_link": cfg.bottleneck_link,
-            "base_rtt_s": cfg.base_rtt_s,
-            "mss_bytes": cfg.mss_bytes,
-            "sample_interval_s": dt,
-            "tcp": "ns3::TcpDctcp (ECN)" if cfg.cc == "dctcp" else "ns3::TcpNewReno (no ECN)",
-            "aqm": str(a["aqm_desc"]),
-        },
-    )
-    return ds
+    attrs = {
+        "engine": ENGINE,
+        "config": cfg.to_json(),
+        "wall_time_s": float(wall_time_s),
+        "sim_wall_time_s": float(a["sim_wall_time_s"]),
+        "bottleneck_link": cfg.bottleneck_link,
+        "base_rtt_s": cfg.base_rtt_s,
+        "mss_bytes": cfg.mss_bytes,
+        "sample_interval_s": dt,
+        "tcp": "ns3::TcpDctcp (ECN)" if cfg.cc == "dctcp" else "ns3::TcpNewReno (no ECN)",
+        "aqm": str(a["aqm_desc"]),
+    }
+    return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
 
 
 # --------------------------------------------------------------------------------------
@@ -384,6 +413,7 @@ struct Flow
     Ptr<TcpSocketBase> sock;
     bool probing = false;
     bool anySent = false;
+    SequenceNumber32 probeBegin{0};
     SequenceNumber32 probeEnd{0};
     SequenceNumber32 highSent{0};
     Time probeStart;
@@ -405,15 +435,21 @@ OnTcpTx(Flow* f, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBas
     {
         return;
     }
-    SequenceNumber32 end = h.GetSequenceNumber() + static_cast<int32_t>(len);
+    SequenceNumber32 begin = h.GetSequenceNumber();
+    SequenceNumber32 end = begin + static_cast<int32_t>(len);
     if (f->anySent && end <= f->highSent)
     {
-        f->probing = false; // Karn: a retransmission makes the pending sample ambiguous
+        // Karn: a retransmission of the probe segment makes its sample ambiguous.
+        if (f->probing && begin < f->probeEnd && end > f->probeBegin)
+        {
+            f->probing = false;
+        }
         return;
     }
     if (!f->probing)
     {
         f->probing = true;
+        f->probeBegin = begin;
         f->probeEnd = end;
         f->probeStart = Simulator::Now();
     }
@@ -424,7 +460,22 @@ OnTcpTx(Flow* f, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBas
 void
 OnTcpRx(Flow* f, Ptr<const Packet>, const TcpHeader& h, Ptr<const TcpSocketBase>)
 {
-    if (f->probing && (h.GetFlags() & TcpHeader::ACK) && h.GetAckNumber() >= f->probeEnd)
+    if (!f->probing || !(h.GetFlags() & TcpHeader::ACK))
+    {
+        return;
+    }
+    bool covered = h.GetAckNumber() >= f->probeEnd;
+    if (!covered && h.HasOption(TcpOption::SACK))
+    {
+        // Like Linux, take the sample from a SACK too: otherwise a hole below the probe
+        // inflates it by the whole loss-recovery time.
+        auto sack = DynamicCast<const TcpOptionSack>(h.GetOption(TcpOption::SACK));
+        for (const auto& block : sack->GetSackList())
+        {
+            covered = covered || (block.first <= f->probeBegin && block.second >= f->probeEnd);
+        }
+    }
+    if (covered)
     {
         f->lastRtt = (Simulator::Now() - f->probeStart).GetSeconds();
         f->probing = false;
@@ -471,6 +522,12 @@ class Runner
         Config::SetDefault("ns3::TcpSocket::RcvBufSize",
                            UintegerValue(static_cast<uint32_t>(m_p.sockBufBytes)));
         Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(m_p.minRtoS)));
+        // ns-3's default delayed-ACK timeout (200 ms) equals a 200 ms MinRto: a lone segment
+        // sent with cwnd = 1 MSS after an RTO then always times out before its delayed ACK
+        // arrives, and since ns-3 credits no cwnd growth for the ACK that ends CA_LOSS the
+        // flow livelocks at one segment per RTO. Linux's minimum delayed-ACK timer is 40 ms.
+        Config::SetDefault("ns3::TcpSocket::DelAckTimeout",
+                           TimeValue(Seconds(std::min(0.04, m_p.minRtoS / 5))));
         Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue(dctcp ? "On" : "Off"));
         Config::SetDefault("ns3::TcpDctcp::DctcpShiftG", DoubleValue(m_p.dctcpG));
 
@@ -717,7 +774,7 @@ def _child_main(argv: list[str]) -> int:
     cfg = Ns3Config.from_json(cfg_path.read_text())
     try:
         from ns import ns  # noqa: F401  (loads the ns-3 libraries and headers into cppyy)
-    except ImportError as exc:
+    except (ImportError, SystemExit) as exc:  # the `ns` stub calls exit() if ns3 is broken
         print(f"cannot import ns-3 bindings: {exc!r}", file=sys.stderr)
         return _EXIT_NO_NS3
     import cppyy
@@ -790,8 +847,6 @@ def _vector_to_numpy(vec: Any) -> np.ndarray:
 
 
 def _child_entrypoint() -> None:
-    # Unbuffered stderr so a crash inside ns-3 still leaves a readable message behind.
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     code = _child_main(sys.argv[1:])
     sys.stdout.flush()
     sys.stderr.flush()

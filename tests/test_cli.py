@@ -1,0 +1,141 @@
+"""The command line: results, errors (one line, exit code 2, no traceback), help and version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import xarray as xr
+from typer.testing import CliRunner
+
+from pathflow.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+runner = CliRunner()
+
+GOOD = """
+name = "tiny"
+[topology]
+kind = "star"
+senders = 2
+link_rate = "1Gbps"
+delay = "10us"
+buffer = "100pkt"
+[aqm]
+kind = "ecn_step"
+threshold = "20pkt"
+[transport]
+cc = "dctcp"
+[run]
+duration = "20ms"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_run_prints_summary_and_writes_dataset(tmp_path: Path) -> None:
+    out = tmp_path / "r.nc"
+    result = runner.invoke(app, ["run", str(write(tmp_path, GOOD)), "-o", str(out), "-q",
+                                 "--plot", str(tmp_path / "r.png")])
+    assert result.exit_code == 0, result.output
+    for needle in ("h0 -> r0", "Jain", "s0->r0", "Convergence", "Invariants", "all hold"):
+        assert needle in result.output
+    ds = xr.open_dataset(out)
+    assert ds.queue.attrs["units"] == "bytes"
+    assert set(ds.dims) >= {"time", "link", "flow", "subflow"}
+    assert "invariants" in ds.attrs and "tiny" in ds.attrs["scenario"]
+    assert (tmp_path / "r.png").stat().st_size > 10_000
+
+
+BAD = [
+    ("unknown key", GOOD.replace('cc = "dctcp"', 'cc = "dctcp"\ncolor = "red"'),
+     "transport.color: unknown key"),
+    ("unknown cc", GOOD.replace('cc = "dctcp"', 'cc = "cubic"'), "transport.cc"),
+    ("negative rate", GOOD.replace('"1Gbps"', '"-1Gbps"'), "topology.link_rate"),
+    ("unit-less rate", GOOD.replace('"1Gbps"', "1000000000"), "topology.link_rate"),
+    ("zero buffer", GOOD.replace('"100pkt"', '"0pkt"'), "topology.buffer"),
+    ("unknown kind", GOOD.replace('kind = "star"', 'kind = "ring"'), "topology.kind"),
+    ("threshold above buffer", GOOD.replace('"20pkt"', '"200pkt"'), "aqm.threshold"),
+    ("missing senders", GOOD.replace("senders = 2\n", ""), "topology"),
+]
+
+
+@pytest.mark.parametrize(("case", "text", "field"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_one_line_naming_the_field(tmp_path: Path, case: str, text: str,
+                                                field: str) -> None:
+    result = runner.invoke(app, ["run", str(write(tmp_path, text)), "-q"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert field in lines[0] and lines[0].startswith("error:")
+    assert "Traceback" not in result.output
+
+
+def test_unknown_cc_lists_the_allowed_values(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", str(write(tmp_path, BAD[1][1])), "-q"])
+    assert "'reno'" in result.output and "'dctcp'" in result.output
+
+
+def test_disconnected_graph(tmp_path: Path) -> None:
+    write(tmp_path, "src,dst\na,s1\nb,s1\nc,s2\nd,s2\n", "edges.csv")
+    text = GOOD.replace('kind = "star"\nsenders = 2', 'kind = "graph"\nedges = "edges.csv"')
+    result = runner.invoke(app, ["run", str(write(tmp_path, text)), "-q"])
+    assert result.exit_code == 2
+    assert "topology.edges" in result.output and "not connected" in result.output
+
+
+def test_graph_file_runs(tmp_path: Path) -> None:
+    write(tmp_path, "src,dst,link_rate\na,s1,1Gbps\nb,s1,1Gbps\ns1,s2,500Mbps\nc,s2,1Gbps\n",
+          "edges.csv")
+    text = GOOD.replace('kind = "star"\nsenders = 2', 'kind = "graph"\nedges = "edges.csv"')
+    text = text.replace("[transport]", '[traffic]\npattern = "explicit"\npairs = [[0, 2], [1, 2]]'
+                                       "\n[transport]")
+    result = runner.invoke(app, ["run", str(write(tmp_path, text)), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "s1->s2" in result.output  # the 500 Mb/s link is the hotspot
+
+
+def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", str(tmp_path / "nope.toml")])
+    assert result.exit_code == 2 and "cannot read" in result.output
+    result = runner.invoke(app, ["run", str(write(tmp_path, "[topology\nkind="))])
+    assert result.exit_code == 2 and "not valid TOML" in result.output
+
+
+def test_no_traceback_from_the_real_command(tmp_path: Path) -> None:
+    path = write(tmp_path, BAD[0][1])
+    done = subprocess.run([sys.executable, "-m", "pathflow", "run", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+    assert "unknown key 'color'" in done.stderr
+
+
+def test_help_documents_every_key() -> None:
+    result = runner.invoke(app, ["run", "--help"])
+    assert result.exit_code == 0
+    from pathflow.scenario import _ScenarioModel
+
+    for section, field in _ScenarioModel.model_fields.items():
+        annotation = field.annotation
+        keys = getattr(annotation, "model_fields", {})
+        for key in keys:
+            assert key in result.output, f"[{section}] {key} missing from run --help"
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.startswith("pathflow 0.")
+
+
+def test_examples_are_valid() -> None:
+    from pathflow import load_scenario
+
+    for path in EXAMPLES.glob("*.toml"):
+        load_scenario(path)

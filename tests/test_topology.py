@@ -1,0 +1,101 @@
+"""Topology and routing against the closed-form structure of the networks."""
+
+import pytest
+from helpers import star
+
+from pathflow import Scenario
+from pathflow.compile import compile_scenario
+from pathflow.routing import build_routes, equal_cost_paths
+from pathflow.topology import build_network
+
+
+def fattree(k: int, **traffic: object) -> Scenario:
+    return Scenario.from_dict({"topology": {"kind": "fattree", "k": k},
+                               "traffic": {"pattern": "permutation", **traffic}})
+
+
+@pytest.mark.parametrize("k", [4, 6, 8, 16])
+def test_fattree_sizes(k: int) -> None:
+    """Al-Fares et al.: k^3/4 hosts, 5k^2/4 switches, 3k^3/4 cables (two links each)."""
+    network = build_network(fattree(k))
+    nodes = {link.src for link in network.links}
+    assert len(network.hosts) == k**3 // 4
+    assert len(nodes) - len(network.hosts) == 5 * k * k // 4
+    assert len(network.links) == 2 * 3 * k**3 // 4
+
+
+def test_fattree_equal_cost_paths() -> None:
+    """Inter-pod pairs have (k/2)^2 shortest paths of 6 hops, intra-pod k/2 of 4, same edge 1."""
+    k = 8
+    network = build_network(fattree(k))
+    assert len(equal_cost_paths(network, "h0_0_0", "h3_1_2")) == (k // 2) ** 2
+    assert {len(p) for p in equal_cost_paths(network, "h0_0_0", "h3_1_2")} == {6}
+    assert len(equal_cost_paths(network, "h0_0_0", "h0_2_1")) == k // 2
+    assert equal_cost_paths(network, "h0_0_0", "h0_0_1") == [
+        (network.link_between("h0_0_0", "edge0_0"), network.link_between("edge0_0", "h0_0_1"))]
+
+
+def test_every_path_is_a_connected_walk() -> None:
+    network = build_network(fattree(4))
+    for path in equal_cost_paths(network, "h0_0_0", "h2_1_1"):
+        hops = [network.links[i] for i in path]
+        assert hops[0].src == "h0_0_0" and hops[-1].dst == "h2_1_1"
+        assert all(a.dst == b.src for a, b in zip(hops, hops[1:], strict=False))
+
+
+def test_fattree_k16_compiles() -> None:
+    compiled = compile_scenario(fattree(16).with_updates({"routing.mode": "spray"}))
+    assert len(compiled.routes.flows) == 1024
+    assert compiled.problem.path_hops.shape[1] == 6
+
+
+def test_leafspine_paths_equal_spines() -> None:
+    scenario = Scenario.from_dict({"topology": {"kind": "leafspine", "leaves": 4, "spines": 3,
+                                                "hosts_per_leaf": 2}})
+    network = build_network(scenario)
+    assert len(network.hosts) == 8
+    assert len(equal_cost_paths(network, "h0_0", "h3_1")) == 3
+
+
+def test_permutation_is_a_derangement() -> None:
+    routes = build_routes(fattree(4), build_network(fattree(4)))
+    sources = [f.src for f in routes.flows]
+    destinations = [f.dst for f in routes.flows]
+    assert sorted(sources) == sorted(destinations)
+    assert all(s != d for s, d in zip(sources, destinations, strict=True))
+
+
+def test_spray_splits_equally_and_ecmp_picks_one() -> None:
+    spray = compile_scenario(fattree(4).with_updates({"routing.mode": "spray"})).routes
+    ecmp = compile_scenario(fattree(4)).routes
+    assert len(ecmp.paths) == len(ecmp.flows)
+    for flow in range(len(spray.flows)):
+        weights = [w for w, f in zip(spray.path_weight, spray.path_flow, strict=True) if f == flow]
+        assert sum(weights) == pytest.approx(1.0)
+        assert len(set(weights)) == 1
+
+
+def test_static_routing_shares_one_tree_per_destination() -> None:
+    """Every switch picks one next hop per destination: two flows to one host merge."""
+    scenario = fattree(4, pattern="explicit", pairs=[[0, 15], [4, 15], [8, 15]])
+    routes = compile_scenario(scenario.with_updates({"routing.mode": "static"})).routes
+    network = build_network(scenario)
+    next_hop: dict[str, str] = {}
+    for path in routes.paths:
+        for index in path:
+            link = network.links[index]
+            assert next_hop.setdefault(link.src, link.dst) == link.dst
+
+
+def test_star_incast_round_robin() -> None:
+    routes = compile_scenario(star(3, flows=7)).routes
+    assert [f.src for f in routes.flows] == ["h0", "h1", "h2", "h0", "h1", "h2", "h0"]
+    assert {f.dst for f in routes.flows} == {"r0"}
+
+
+def test_base_rtt_of_the_seed_003_star() -> None:
+    """Propagation 4 x 62.5 us + a 1500 B packet serialised twice at 100 Mb/s (120 us each) +
+    a 64 B ACK twice (5.12 us each) = 0.50024 ms."""
+    compiled = compile_scenario(star())
+    assert float(compiled.problem.path_base_rtt[0]) == pytest.approx(
+        4 * 62.5e-6 + 2 * 1500 * 8 / 100e6 + 2 * 64 * 8 / 100e6)
