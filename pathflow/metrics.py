@@ -19,6 +19,7 @@ __all__ = [
     "default_warmup",
     "hotspots",
     "jain_index",
+    "loss_cycles",
     "queue_stats",
     "summarize",
     "throughput",
@@ -130,6 +131,23 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
     at = float(time[settle_index - 1]) if settle_index > 0 else 0.0
     return {"time": at if settled else math.inf, "settled": bool(settled),
             "flows": per_flow, "link": str(ds.link.values[busiest])}
+
+
+def loss_cycles(ds: xr.Dataset, link: str, warmup: float | None = None, gap: float = 0.5
+                ) -> dict[str, np.ndarray]:
+    """A loss-driven sawtooth on `link`: loss events are runs of samples with drops, separated by
+    at least `gap` seconds; returns the event times (s), the periods between them (s) and the
+    smallest queue (bytes) between consecutive events (the troughs)."""
+    steady = _steady(ds, warmup).sel(link=link)
+    time = steady.time.values
+    dropping = time[steady.drops.values > 0]
+    if dropping.size == 0:
+        return {"events": dropping, "periods": dropping, "troughs": dropping}
+    starts = dropping[np.concatenate([[True], np.diff(dropping) > gap])]
+    low = steady.queue_min.values if "queue_min" in steady else steady.queue.values
+    troughs = np.array([low[(time > a) & (time < b)].min()
+                        for a, b in zip(starts[:-1], starts[1:], strict=True)])
+    return {"events": starts, "periods": np.diff(starts), "troughs": troughs}
 
 
 def hotspots(ds: xr.Dataset, top: int = 5, warmup: float | None = None) -> xr.Dataset:
