@@ -69,7 +69,8 @@ def marking_probability(measure: Array, params: QueueParams) -> Array:
     span = jnp.where(params.mark_max > params.mark_min, params.mark_max - params.mark_min, 1.0)
     ramp = params.mark_pmax * jnp.clip((measure - params.mark_min) / span, 0.0, 1.0)
     ramp = jnp.where(jnp.isfinite(params.mark_min), ramp, 0.0)
-    return jnp.where(measure > params.mark_max, 1.0, jnp.where(measure > params.mark_min, ramp, 0.0))
+    above_min = jnp.where(measure > params.mark_min, ramp, 0.0)
+    return jnp.where(measure > params.mark_max, 1.0, above_min)
 
 
 def average(measure: Array, queue: Array, params: QueueParams, dt: Array) -> Array:

@@ -37,7 +37,8 @@ min_cwnd keep the floor, as Linux does; a packet-level flow could instead time o
 Validation
 ----------
 tests/test_dctcp_hardware.py: the seed 003 star (2 flows, 100 Mb/s, K = 20) against the
-hardware queue trace; tests/test_closed_forms.py: Q_max and amplitude for N in {2, 8, 32} (window form);
+hardware queue trace; tests/test_closed_forms.py: Q_max and amplitude for N in {2, 8, 32}
+(window form);
 tests/test_ns3_agreement.py: the same star against ns-3's TcpDctcp.
 
 References

@@ -79,8 +79,8 @@ def _setup_jax() -> None:
 
 @contextmanager
 def _progress(description: str, quiet: bool) -> Iterator[Callable[[float, float], None]]:
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-               TimeElapsedColumn(), TimeRemainingColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=errors, transient=True, disable=quiet) as bar:
         task = bar.add_task(description, total=1.0)
 
@@ -126,9 +126,7 @@ def _summary_table(ds: object, scenario: Scenario) -> None:
                else "did not settle within the run")
     console.print(f"Convergence: {settled} (rates within 10 %, queue on {convergence['link']} "
                   "within a band)")
-    import json
-
-    report = json.loads(ds.attrs["invariants"])  # type: ignore[attr-defined]
+    report = summary["invariants"]
     broken = [f"{name}: {v['detail']}" for name, v in report.items() if not v["ok"]]
     verdict = "all hold" if not broken else "VIOLATED: " + "; ".join(broken)
     console.print(f"Invariants ({', '.join(report)}): {verdict}")
@@ -163,7 +161,8 @@ def run(
         for warning in caught:
             errors.print(f"warning: {warning.message}", markup=False, highlight=False)
         console.print(f"[bold]{scenario.name}[/bold]: {len(ds.flow)} flows, {len(ds.link)} links, "
-                      f"{format_time(float(ds.time[-1]))} simulated, dt = {format_time(ds.attrs['dt'])}")
+                      f"{format_time(float(ds.time[-1]))} simulated, "
+                      f"dt = {format_time(ds.attrs['dt'])}")
         _summary_table(ds, scenario)
         if output is not None:
             write_dataset(ds, str(output))
@@ -171,7 +170,8 @@ def run(
         if plot is not None:
             from pathflow.plots import plot_run
 
-            console.print(f"wrote {plot_run(ds, plot)}")
+            plot_run(ds, plot)
+            console.print(f"wrote {plot}")
 
 
 def _default_sweep_scenario() -> Scenario:
@@ -232,7 +232,8 @@ def sweep(
                           format_bytes(float(result.queue_max[i])),
                           format_time(conv) if math.isfinite(conv) else "no")
         console.print(table)
-        console.print(f"wrote {output} and {plot_sweep(result, plot)}")
+        plot_sweep(result, plot)
+        console.print(f"wrote {output} and {plot}")
 
 
 def main() -> None:

@@ -8,7 +8,8 @@
   hardware switches do). On the seed 003 star (100 Mb/s, 62.5 us per link) this is 0.51 ms.
 - dt: 1/20 of the smallest base RTT, and at most half of RED's averaging time constant (DESIGN §4);
   `[run] dt` overrides it.
-- history: the largest possible round trip (base RTT plus every buffer on the path full) in steps.
+- history: the largest possible round trip (base RTT plus every switch buffer on the path full)
+  in steps.
 - records: `[run] sample` if given, else as many samples as fit a budget of about 5e5 values per
   variable (at least 500, at most 20 000), so that memory stays small for large networks.
 """
@@ -31,7 +32,7 @@ from pathflow.solvers.problem import Grid, Problem, cast_problem
 from pathflow.topology import Network, build_network
 from pathflow.units import parse_time
 
-__all__ = ["ACK_BYTES", "Compiled", "compile_scenario", "choose_grid"]
+__all__ = ["ACK_BYTES", "Compiled", "choose_grid", "compile_scenario"]
 
 ACK_BYTES = 64.0  # a pure ACK on the wire (TCP + IP + link headers, timestamps on)
 _PAD_CAPACITY = 1e30  # the padding link: never a bottleneck, never a queue
@@ -66,7 +67,8 @@ def _queue_params(scenario: Scenario, network: Network) -> QueueParams:
         if kind == "ecn_step" and at_switch:
             rows.append((aqm["threshold"], aqm["threshold"], 1.0, math.inf, 1.0))
         elif kind == "red" and at_switch:
-            rate = -math.log1p(-min(aqm["weight"], 1 - 1e-12)) * link.capacity / scenario.packet_bytes
+            weight = min(aqm["weight"], 1 - 1e-12)
+            rate = -math.log1p(-weight) * link.capacity / scenario.packet_bytes
             rows.append((aqm["min"], aqm["max"], aqm["pmax"], rate, float(scenario.marks_ecn)))
         else:
             rows.append((math.inf, math.inf, 1.0, math.inf, 0.0))
@@ -80,6 +82,7 @@ def _queue_params(scenario: Scenario, network: Network) -> QueueParams:
 def _path_arrays(scenario: Scenario, network: Network, routes: Routes
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n_links = len(network.links)
+    nics = {_host_link(network, host) for host in network.hosts}
     width = max(len(path) for path in routes.paths)
     hops = np.full((len(routes.paths), width), n_links, dtype=np.int32)
     base = np.zeros(len(routes.paths))
@@ -91,7 +94,8 @@ def _path_arrays(scenario: Scenario, network: Network, routes: Routes
             back = network.links[network.link_between(link.dst, link.src)]
             base[p] += (2 * link.delay + scenario.packet_bytes / link.capacity
                         + ACK_BYTES / back.capacity)
-            largest[p] += link.buffer / link.capacity
+            if index not in nics:  # host NICs never queue (backpressure, see solvers.dde)
+                largest[p] += link.buffer / link.capacity
     return hops, base, base + largest
 
 
@@ -134,7 +138,7 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     n_flows = len(routes.flows)
     dt, grid = choose_grid(scenario, base_rtt, largest_rtt, queues,
                            len(network.links) + n_flows)
-    history_bytes = grid.history * (2 * (len(network.links) + 1) + n_flows) * 8
+    history_bytes = grid.history * 4 * n_flows * 8  # the feedback ring buffer
     if history_bytes > 4e9:
         warnings.warn(f"the delay history needs {history_bytes / 1e9:.1f} GB: buffers allow round "
                       f"trips of {largest_rtt.max() * 1e3:.1f} ms at dt = {dt * 1e6:.2f} us; "

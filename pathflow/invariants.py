@@ -46,7 +46,12 @@ def _worst(excess: xr.DataArray, what: str, unit: str, dim: str) -> Verdict:
 
 
 def check_invariants(ds: xr.Dataset, min_cwnd_bytes: float | None = None,
-                     tolerance: float = _REL) -> dict[str, Verdict]:
+                     tolerance: float | None = None) -> dict[str, Verdict]:
+    """All invariants of the module docstring; `tolerance` is relative (default: float64 or
+    float32 round-off, from the result's precision)."""
+    if tolerance is None:
+        tolerance = _REL if ds.attrs.get("precision", "float64") == "float64" else 1e-4
+    ds = ds.astype("float64")  # sums over many samples: accumulate in double precision
     packet = float(ds.attrs.get("packet_bytes", 1500))
     buffer, capacity = ds.buffer, ds.capacity
     interval = float(ds.attrs.get("sample_interval", float(ds.time[1] - ds.time[0])))

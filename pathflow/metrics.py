@@ -7,6 +7,8 @@ warmup is the scenario's `[run] warmup`, else a quarter of the run.
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import tomllib
 from typing import Any
@@ -14,12 +16,16 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from pathflow.units import parse_time
+
 __all__ = [
+    "bottleneck_frequency",
     "convergence_time",
     "default_warmup",
     "hotspots",
     "jain_index",
     "loss_cycles",
+    "mean_network_utilization",
     "queue_stats",
     "summarize",
     "throughput",
@@ -32,8 +38,6 @@ def default_warmup(ds: xr.Dataset) -> float:
     if scenario:
         warmup = tomllib.loads(scenario).get("run", {}).get("warmup")
         if warmup:
-            from pathflow.units import parse_time
-
             return parse_time(warmup, "run.warmup")
     return 0.25 * float(ds.time[-1])
 
@@ -77,11 +81,14 @@ def queue_stats(ds: xr.Dataset, warmup: float | None = None) -> xr.Dataset:
 
 
 def _moving_average(values: np.ndarray, width: int) -> np.ndarray:
+    """Trailing mean over `width` samples along axis 0 (the first samples average what exists)."""
     if width <= 1:
         return values
-    kernel = np.ones(width) / width
-    padded = np.concatenate([np.repeat(values[:1], width - 1, axis=0), values])
-    return np.apply_along_axis(lambda v: np.convolve(v, kernel, mode="valid"), 0, padded)
+    total = np.cumsum(values, axis=0)
+    shifted = np.zeros_like(total)
+    shifted[width:] = total[:-width]
+    count = np.minimum(np.arange(1, len(values) + 1), width).reshape(-1, *[1] * (values.ndim - 1))
+    return (total - shifted) / count
 
 
 def _last_exit(series: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -146,8 +153,32 @@ def loss_cycles(ds: xr.Dataset, link: str, warmup: float | None = None, gap: flo
     starts = dropping[np.concatenate([[True], np.diff(dropping) > gap])]
     low = steady.queue_min.values if "queue_min" in steady else steady.queue.values
     troughs = np.array([low[(time > a) & (time < b)].min()
-                        for a, b in zip(starts[:-1], starts[1:], strict=True)])
+                        for a, b in itertools.pairwise(starts)])
     return {"events": starts, "periods": np.diff(starts), "troughs": troughs}
+
+
+def mean_network_utilization(ds: xr.Dataset) -> float:
+    """Seed 002's path-diversity measure: per flow (1/P) sum_p b_p / max_q b_q over the P
+    equal-cost paths of its host pair (b_p bytes on path p), averaged over flows. With the fixed
+    equal split of the fluid routes this is (paths used) / P: 1 for spraying, 1/P for ECMP."""
+    return float((ds.paths / ds.equal_cost_paths).mean())
+
+
+def bottleneck_frequency(runs: list[xr.Dataset], utilization: float = 0.95,
+                         queue_packets: float = 1.0, warmup: float | None = None
+                         ) -> xr.DataArray:
+    """For each link, the fraction of runs (e.g. ECMP seeds) in which it is a bottleneck: mean
+    utilization above `utilization` and a standing queue above `queue_packets` packets."""
+    flags = []
+    for ds in runs:
+        steady = _steady(ds, warmup)
+        packet = float(ds.attrs.get("packet_bytes", 1500))
+        busy = (steady.utilization.mean("time") > utilization) & (
+            steady.queue.mean("time") > queue_packets * packet)
+        flags.append(busy.astype(float))
+    frequency = xr.concat(flags, "run", join="outer", fill_value=0.0).mean("run")
+    frequency.attrs["units"] = "1"
+    return frequency.sortby(frequency, ascending=False)
 
 
 def hotspots(ds: xr.Dataset, top: int = 5, warmup: float | None = None) -> xr.Dataset:
@@ -176,7 +207,9 @@ def summarize(ds: xr.Dataset, warmup: float | None = None, top: int = 5) -> dict
         "throughput": rates.values,
         "aggregate_throughput": float(rates.sum()),
         "jain": jain_index(rates.values),
+        "bottleneck": str(hot.link.values[0]),
         "queues": stats.sel(link=hot.link),
         "hotspots": hot,
         "convergence": convergence_time(ds),
+        "invariants": json.loads(ds.attrs.get("invariants", "{}")),
     }

@@ -1,25 +1,36 @@
-"""Plots of results and sweeps (matplotlib, written to files; no screen needed)."""
+"""Plots of results and sweeps.
+
+The functions build matplotlib `Figure` objects without pyplot, so they neither need a screen nor
+change the backend of a notebook; they return the figure (a notebook shows it) and write it to
+`path` when one is given.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-
-from pathflow.metrics import hotspots  # noqa: E402
+from pathflow.metrics import hotspots
 
 __all__ = ["plot_run", "plot_sweep"]
 
 
-def plot_run(ds: xr.Dataset, path: str | Path, links: int = 3, flows: int = 8) -> Path:
+def _finish(fig: Figure, path: str | Path | None) -> Figure:
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(Path(path), dpi=120)
+    return fig
+
+
+def plot_run(ds: xr.Dataset, path: str | Path | None = None, links: int = 3, flows: int = 8
+             ) -> Figure:
     """Queues of the busiest links (packets) and delivered rates of the first flows (Mb/s)."""
     packet = float(ds.attrs.get("packet_bytes", 1500))
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    fig = Figure(figsize=(9, 6))
+    top, bottom = fig.subplots(2, 1, sharex=True)
     for name in hotspots(ds, top=links).link.values:
         top.plot(ds.time * 1e3, ds.queue.sel(link=name) / packet, lw=0.8, label=str(name))
     top.set_ylabel("queue (packets)")
@@ -32,22 +43,21 @@ def plot_run(ds: xr.Dataset, path: str | Path, links: int = 3, flows: int = 8) -
     if ds.flow.size <= flows:
         bottom.legend(loc="upper right", fontsize=8)
     fig.suptitle(str(ds.attrs.get("scenario_name", "")))
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)
 
 
-def plot_sweep(ds: xr.Dataset, path: str | Path) -> Path:
-    """Bottleneck queue (mean, p99, max) and convergence time against the number of flows."""
+def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
+    """Bottleneck queue (mean, p99, max) and convergence time against the number of flows; the
+    buffer limit is drawn when the queue comes within a factor of five of it."""
     packet = float(ds.attrs.get("packet_bytes", 1500))
     flows = ds.flows.values
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig = Figure(figsize=(11, 4))
+    left, right = fig.subplots(1, 2)
     for name, style in (("queue_mean", "-o"), ("queue_p99", "--s"), ("queue_max", ":^")):
         left.plot(flows, ds[name] / 1e3, style, ms=3, label=name.replace("queue_", ""))
     buffer = float(ds.buffer.max())
-    left.axhline(buffer / 1e3, color="grey", lw=0.8, ls="--", label="buffer")
+    if float(ds.queue_max.max()) > 0.2 * buffer:
+        left.axhline(buffer / 1e3, color="grey", lw=0.8, ls="--", label="buffer")
     left.set_xlabel("flows")
     left.set_ylabel("bottleneck queue (KB)")
     left.legend(fontsize=8)
@@ -65,8 +75,4 @@ def plot_sweep(ds: xr.Dataset, path: str | Path) -> Path:
     right.set_ylabel("convergence time (ms)")
     right.legend(fontsize=8)
     fig.suptitle(f"{ds.attrs.get('scenario_name', 'sweep')}: queue and convergence vs flows")
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)

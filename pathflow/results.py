@@ -92,6 +92,7 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "start": ("flow", np.array([f.start for f in flows]), {"units": "s"}),
         "size": ("flow", np.array([f.size for f in flows]), {"units": "bytes"}),
         "paths": ("flow", np.bincount(np.asarray(routes.path_flow), minlength=n_flows)),
+        "equal_cost_paths": ("flow", np.asarray(routes.equal_cost)),
         "subflow": ("subflow", np.arange(n_flows)),
         "subflow_flow": ("subflow", np.arange(n_flows)),
     }

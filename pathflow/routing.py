@@ -4,8 +4,8 @@
 for each flow, a set of paths with fixed split weights:
 
 - ``shortest``: one shortest path (the first in name order), the same for every flow of a pair.
-- ``ecmp``: one of the equal-cost shortest paths, picked by a seeded per-flow hash, so that two flows
-  of one pair may take different paths and unrelated flows may collide (as switches do).
+- ``ecmp``: one of the equal-cost shortest paths, picked by a seeded per-flow hash, so that two
+  flows of one pair may take different paths and unrelated flows may collide (as switches do).
 - ``spray``: every equal-cost path with an equal share (per-packet spraying in the fluid limit).
 - ``static``: every switch picks one next hop per destination among its equal-cost ones (seeded),
   as the seed 002 study's "static" routers do; all flows to one destination share that tree.
@@ -43,12 +43,14 @@ class Flow:
 @dataclass(frozen=True)
 class Routes:
     """Flows and their paths: path p belongs to flow `path_flow[p]`, carries the share
-    `path_weight[p]` of it, and crosses the links `paths[p]` (indices into Network.links)."""
+    `path_weight[p]` of it, and crosses the links `paths[p]` (indices into Network.links).
+    `equal_cost[f]` counts the shortest paths of flow f's host pair (used or not)."""
 
     flows: list[Flow]
     paths: list[tuple[int, ...]]
     path_flow: list[int]
     path_weight: list[float]
+    equal_cost: list[int]  # per flow: how many equal-cost shortest paths its pair has
 
 
 def _stable_hash(*parts: object) -> int:
@@ -131,8 +133,9 @@ def _pairs(scenario: Scenario, network: Network, rng: np.random.Generator
     if traffic.pattern == "incast":
         index = traffic.receiver or 0
         if index >= len(network.receivers):
+            count = len(network.receivers)
             raise ScenarioError(f"traffic.receiver: {index} is out of range; this topology has "
-                                f"{len(network.receivers)} receivers (0..{len(network.receivers) - 1})")
+                                f"{count} receivers (0..{count - 1})")
         receiver = network.receivers[index]
         senders = [h for h in network.senders if h != receiver]
         count = traffic.flows or len(senders)
@@ -181,11 +184,13 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
     paths: list[tuple[int, ...]] = []
     path_flow: list[int] = []
     path_weight: list[float] = []
+    equal_cost: list[int] = []
     for index, flow in enumerate(flows):
+        options = finder.paths(flow.src, flow.dst)
+        equal_cost.append(len(options))
         if routing.mode == "static":
             chosen = [finder.static_path(flow.src, flow.dst, seed)]
         else:
-            options = finder.paths(flow.src, flow.dst)
             if routing.mode == "spray":
                 chosen = options
             elif routing.mode == "ecmp":
@@ -195,4 +200,4 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
         paths += chosen
         path_flow += [index] * len(chosen)
         path_weight += [1.0 / len(chosen)] * len(chosen)
-    return Routes(flows, paths, path_flow, path_weight)
+    return Routes(flows, paths, path_flow, path_weight, equal_cost)

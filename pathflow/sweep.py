@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+import jax
 import numpy as np
 import xarray as xr
 
@@ -22,8 +23,7 @@ from pathflow.compile import Compiled, compile_scenario
 from pathflow.metrics import convergence_time, jain_index, queue_stats, throughput
 from pathflow.results import trajectory_to_dataset
 from pathflow.scenario import Scenario, ScenarioError
-from pathflow.solvers.dde import Trajectory
-from pathflow.solvers.problem import pad_problem, stack_problems
+from pathflow.solvers.problem import Grid, pad_problem, stack_problems
 from pathflow.solvers.run import solve
 
 __all__ = ["parse_flow_range", "summarize_point", "sweep_flows"]
@@ -48,7 +48,7 @@ def parse_flow_range(text: str, default_points: int = 25) -> list[int]:
     if len(numbers) == 3:
         return list(range(start, stop + 1, numbers[2]))
     points = min(default_points, stop - start + 1)
-    return sorted({int(round(x)) for x in np.linspace(start, stop, points)})
+    return sorted({round(x) for x in np.linspace(start, stop, points)})
 
 
 def _bucket(flows: int) -> int:
@@ -72,12 +72,13 @@ def summarize_point(ds: xr.Dataset) -> dict[str, float]:
         "convergence_time": convergence["time"],
         "settled": float(convergence["settled"]),
         "drops": float(ds.drops.isel(link=link).mean()),
+        "window_mean": float(ds.cwnd.sel(time=ds.time > 0.25 * float(ds.time[-1])).mean()),
     }
 
 
 _UNITS = {"aggregate_throughput": "bytes/s", "jain": "1", "bottleneck_utilization": "1",
           "queue_mean": "bytes", "queue_p99": "bytes", "queue_max": "bytes",
-          "convergence_time": "s", "settled": "1", "drops": "bytes/s"}
+          "convergence_time": "s", "settled": "1", "drops": "bytes/s", "window_mean": "bytes"}
 
 
 def _compile_all(scenario: Scenario, counts: list[int]) -> list[Compiled]:
@@ -91,35 +92,41 @@ def _compile_all(scenario: Scenario, counts: list[int]) -> list[Compiled]:
     return compiled
 
 
-def _chunks(compiled: list[Compiled]) -> Iterator[list[Compiled]]:
+@dataclass(frozen=True)
+class _Chunk:
+    """Points run together: every chunk of a bucket has the same padded shapes, time grid and
+    batch size (the last one is filled up with copies), so a bucket compiles once."""
+
+    members: list[Compiled]
+    shape: tuple[int, int, int, int]  # links, paths, hops, controllers
+    grid: Grid
+    batch: int
+
+
+def _chunks(compiled: list[Compiled]) -> Iterator[_Chunk]:
     buckets: dict[int, list[Compiled]] = {}
     for c in compiled:
         buckets.setdefault(_bucket(len(c.routes.flows)), []).append(c)
     for size, members in sorted(buckets.items()):
-        grid = members[0].grid
-        per_point = grid.records * (members[0].problem.n_links + size) * 8 * 12 \
-            + grid.history * (2 * members[0].problem.n_links + size) * 8
-        step = max(1, int(_CHUNK_BYTES // per_point))
-        for i in range(0, len(members), step):
-            yield members[i : i + step]
+        first = members[0]
+        grid = replace(first.grid, history=max(c.grid.history for c in members))
+        shape = (first.problem.n_links,
+                 _bucket(max(c.problem.path_hops.shape[0] for c in members)),
+                 max(c.problem.path_hops.shape[1] for c in members), size)
+        values = grid.records * (shape[0] + size) * 12  # recorded series
+        per_point = 8 * (values + grid.history * 4 * size)  # + the feedback ring buffer
+        batch = min(len(members), max(1, int(_CHUNK_BYTES // per_point)))
+        for i in range(0, len(members), batch):
+            yield _Chunk(members[i : i + batch], shape, grid, batch)
 
 
-def _run_chunk(chunk: list[Compiled], progress: Callable[[int, int], None]) -> list[xr.Dataset]:
-    grid = replace(chunk[0].grid, history=max(c.grid.history for c in chunk))
-    links = chunk[0].problem.n_links
-    paths = max(c.problem.path_hops.shape[0] for c in chunk)
-    hops = max(c.problem.path_hops.shape[1] for c in chunk)
-    controllers = _bucket(max(c.problem.n_controllers for c in chunk))
-    batch = stack_problems([pad_problem(c.problem, links, paths, hops, controllers)
-                            for c in chunk])
-    trajectory = solve(chunk[0].model, batch, grid, batched=True, progress=progress)
-    results = []
-    for i, c in enumerate(chunk):
-        single = Trajectory(*(
-            {k: v[i] for k, v in part.items()} if isinstance(part, dict) else part[i]
-            for part in trajectory))
-        results.append(trajectory_to_dataset(c, single))
-    return results
+def _run_chunk(chunk: _Chunk, progress: Callable[[int, int], None]) -> list[xr.Dataset]:
+    padded = [pad_problem(c.problem, *chunk.shape) for c in chunk.members]
+    padded += padded[-1:] * (chunk.batch - len(padded))
+    trajectory = solve(chunk.members[0].model, stack_problems(padded), chunk.grid,
+                       batched=True, progress=progress)
+    return [trajectory_to_dataset(c, jax.tree.map(lambda a, i=i: a[i], trajectory))
+            for i, c in enumerate(chunk.members)]
 
 
 def sweep_flows(scenario: Scenario, counts: list[int], progress: Progress | None = None,
@@ -127,32 +134,38 @@ def sweep_flows(scenario: Scenario, counts: list[int], progress: Progress | None
     """Run `scenario` for every flow count; `on_chunk` receives the partial result after each
     chunk (to save it), `progress(done, total)` counts points (fractions within a chunk)."""
     compiled = _compile_all(scenario, counts)
-    finished: list[tuple[int, xr.Dataset]] = []
+    finished: list[tuple[int, dict[str, float], xr.Dataset]] = []
+    first: xr.Dataset | None = None
     done = 0.0
     for chunk in _chunks(compiled):
-        def report(records: int, total: int, base: float = done, n: int = len(chunk)) -> None:
+        n = len(chunk.members)
+
+        def report(records: int, total: int, base: float = done, n: int = n) -> None:
             if progress is not None:
                 progress(base + n * records / total, len(counts))
 
-        for c, ds in zip(chunk, _run_chunk(chunk, report), strict=True):
-            finished.append((len(c.routes.flows), ds))
-        done += len(chunk)
+        for c, ds in zip(chunk.members, _run_chunk(chunk, report), strict=True):
+            finished.append((len(c.routes.flows), summarize_point(ds), _series(ds)))
+            first = ds if first is None else first
+        done += n
         if on_chunk is not None:
-            on_chunk(_combine(finished, scenario))
-    return _combine(finished, scenario)
+            on_chunk(_combine(finished, scenario, first))
+    return _combine(finished, scenario, first)
 
 
-def _combine(finished: list[tuple[int, xr.Dataset]], scenario: Scenario) -> xr.Dataset:
+def _series(ds: xr.Dataset) -> xr.Dataset:
+    """The per-link time series a sweep keeps of each point."""
+    kept = ds[["queue", "utilization"]]
+    return kept.drop_vars([name for name in kept.coords if name not in ("time", "link")])
+
+
+def _combine(finished: list[tuple[int, dict[str, float], xr.Dataset]], scenario: Scenario,
+             first: xr.Dataset) -> xr.Dataset:
     finished = sorted(finished, key=lambda item: item[0])
-    counts = [n for n, _ in finished]
-    summaries = [summarize_point(ds) for _, ds in finished]
-    data = {key: (("flows",), np.array([s[key] for s in summaries]), {"units": _UNITS[key]})
-            for key in summaries[0]}
-    series = [ds[["queue", "utilization"]].drop_vars(
-        [v for v in ds[["queue", "utilization"]].coords if v not in ("time", "link")])
-        for _, ds in finished]
-    stacked = xr.concat(series, dim="flows", join="override")
-    first = finished[0][1]
+    counts = [n for n, _, _ in finished]
+    data = {key: (("flows",), np.array([summary[key] for _, summary, _ in finished]),
+                  {"units": _UNITS[key]}) for key in _UNITS}
+    stacked = xr.concat([series for _, _, series in finished], dim="flows", join="override")
     out = xr.Dataset(data, coords={"flows": ("flows", counts)})
     out = out.merge(stacked.assign_coords(flows=counts))
     out = out.assign_coords({name: first[name] for name in ("capacity", "buffer", "link_tier")})

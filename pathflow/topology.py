@@ -24,6 +24,7 @@ from pathlib import Path
 import networkx as nx
 
 from pathflow.scenario import Scenario, ScenarioError
+from pathflow.units import UnitError, parse_rate, parse_time
 
 __all__ = ["Link", "Network", "build_network"]
 
@@ -124,15 +125,16 @@ def _read_graph(scenario: Scenario) -> tuple[nx.Graph, str]:
         try:
             graph = nx.Graph(nx.read_graphml(path))
         except Exception as error:  # networkx raises several parser errors
-            raise ScenarioError(f"topology.edges: {path.name} is not valid GraphML ({error})") from None
+            raise ScenarioError(
+                f"topology.edges: {path.name} is not valid GraphML ({error})") from None
         return graph, path.name
     graph = nx.Graph()
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
         columns = set(reader.fieldnames or [])
         if not {"src", "dst"} <= columns:
-            raise ScenarioError(f"topology.edges: {path.name} needs a header with columns "
-                                f"src,dst (optional: link_rate, delay, buffer); got {sorted(columns)}")
+            raise ScenarioError(f"topology.edges: {path.name} needs a header with columns src,dst "
+                                f"(optional: link_rate, delay, buffer); got {sorted(columns)}")
         for row in reader:
             extra = {key: row[key] for key in ("link_rate", "delay", "buffer") if row.get(key)}
             graph.add_edge(row["src"].strip(), row["dst"].strip(), **extra)
@@ -196,8 +198,6 @@ def _edge_overrides(scenario: Scenario, attrs: dict[str, str], name: str,
     [[topology.links]] override in the scenario selects this link (the scenario wins)."""
     if any(o.selects(name, "graph") for o in scenario.spec.topology.links):
         return values
-    from pathflow.units import UnitError, parse_rate, parse_time
-
     capacity, delay, buffer = values
     try:
         if "link_rate" in attrs:

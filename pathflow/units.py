@@ -44,7 +44,8 @@ _PACKET_UNITS = ("pkt", "pkts", "p", "packets", "packet")
 
 def _split(text: str | float | int, field: str, allowed: str) -> tuple[float, str]:
     if isinstance(text, bool) or not isinstance(text, str):
-        raise UnitError(f"{field}: {text!r} has no unit; write it as a string with one of {allowed}")
+        raise UnitError(f"{field}: {text!r} has no unit; write it as a string with one of "
+                        f"{allowed}")
     match = _QUANTITY.match(text)
     if match is None:
         raise UnitError(f"{field}: cannot read {text!r}; expected a number and one of {allowed}")

@@ -24,11 +24,13 @@ One step from t to t + dt:
 5. Feedback. What a controller learns from this step (the mark and drop fractions along its
    paths, 1 - prod_l (1 - p_l), split-weighted, and its own sending rate) reaches it one round
    trip later, at a = t + R(t): marks are applied on enqueue, so the marked packet still waits
-   through the current queues. Each controller keeps a ring buffer of `grid.history` steps of
-   (a, signals); arrival times are made nondecreasing (a packet never overtakes an earlier one),
-   and a binary search finds what has arrived by now, interpolated linearly in arrival time.
-   (Looking back by the current RTT, t - R(t), would be wrong while queues grow faster than they
-   drain: the look-back point then stalls and congestion is never signalled.)
+   through the current queues. The signals are written into a ring buffer of `grid.history`
+   steps at the slot of their arrival step, ceil(a / dt), kept nondecreasing per controller (a
+   packet never overtakes an earlier one); each step reads its own slot, contiguously, and a
+   controller keeps the last values it received while nothing new arrives (when several
+   steps' signals arrive within one step, the newest wins). Looking back by the current RTT,
+   t - R(t), would be wrong while queues grow faster than they drain: the look-back point then
+   stalls and congestion is never signalled.
 6. Controller states advance by Heun's method (explicit trapezoid, second order in the smooth
    state dependence) with the delayed signals held over the step, followed by the model's
    projection (floors, slow-start exit).
@@ -64,16 +66,15 @@ class Carry(NamedTuple):
     queue: Array  # (L+1,) bytes
     measure: Array  # (L+1,) RED average (bytes)
     ratio: Array  # (L+1,) departure / arrival of the previous step
-    feedback: Feedback  # (history, F) each: signals in flight back to the controllers
+    feedback: Feedback  # signals in flight back to the controllers
 
 
 class Feedback(NamedTuple):
-    """Ring buffer of what each controller will learn, and when (step n in slot n % history)."""
+    """Signals on their way back to the controllers, filed by the step at which they arrive."""
 
-    arrival: Array  # s, nondecreasing in n for each controller
-    mark: Array  # fraction of the controller's packets marked
-    loss: Array  # fraction dropped
-    rate: Array  # packets/s sent
+    slots: Array  # (history, F, 4): [arrival step, mark, loss, rate], filed at arrival % history
+    due: Array  # (F,) int32: arrival step of the newest signal sent (FIFO order)
+    seen: Array  # (F, 3): the last [mark, loss, rate (packets/s)] each controller received
 
 
 class Trajectory(NamedTuple):
@@ -119,10 +120,9 @@ def initial_carry(model: CongestionModel, problem: Problem, grid: Grid) -> Carry
         measure=zeros_links,
         ratio=jnp.ones(links, dtype),
         feedback=Feedback(
-            arrival=jnp.full((grid.history, controllers), -jnp.inf, dtype),
-            mark=jnp.zeros((grid.history, controllers), dtype),
-            loss=jnp.zeros((grid.history, controllers), dtype),
-            rate=jnp.zeros((grid.history, controllers), dtype),
+            slots=jnp.full((grid.history, controllers, 4), -1.0, dtype),
+            due=jnp.zeros(controllers, jnp.int32),
+            seen=jnp.zeros((controllers, 3), dtype),
         ),
     )
 
@@ -140,42 +140,29 @@ def _path_rtt(queue: Array, problem: Problem) -> Array:
     return problem.path_base_rtt + queueing
 
 
-def _send_back(feedback: Feedback, step: Array, arrival: Array, mark: Array, loss: Array,
-               rate: Array) -> Feedback:
-    """Store this step's signals, to arrive at `arrival` (kept nondecreasing: FIFO)."""
-    size = feedback.arrival.shape[0]
-    slot = step % size
-    arrival = jnp.maximum(arrival, feedback.arrival[(step - 1) % size])
-    return Feedback(feedback.arrival.at[slot].set(arrival), feedback.mark.at[slot].set(mark),
-                    feedback.loss.at[slot].set(loss), feedback.rate.at[slot].set(rate))
+def _stamp(step: Array) -> Array:
+    """A step number that float32 holds exactly (the ring is far shorter than 2**22 steps)."""
+    return step % (1 << 22)
 
 
-def _arrived(feedback: Feedback, step: Array, now: Array) -> tuple[Array, Array, Array]:
-    """(mark, loss, rate) as seen at time `now`: the newest entry that has arrived, interpolated
-    linearly in arrival time towards the next one. Binary search over the ring, oldest first."""
-    size, controllers = feedback.arrival.shape
-    columns = jnp.arange(controllers)
+def _send_back(feedback: Feedback, step: Array, delay: Array, dt: Array, signals: Array
+               ) -> Feedback:
+    """File this step's signals (F, 3) to arrive `delay` (s) later, never before an earlier
+    signal of the same controller, at least one step and at most history - 1 steps ahead."""
+    size, controllers = feedback.slots.shape[:2]
+    ahead = jnp.clip(jnp.ceil(delay / dt), 1, size - 1).astype(jnp.int32)
+    due = jnp.maximum(step + ahead, feedback.due)
+    entry = jnp.concatenate([_stamp(due)[:, None].astype(signals.dtype), signals], axis=1)
+    slots = feedback.slots.at[due % size, jnp.arange(controllers)].set(entry, unique_indices=True)
+    return Feedback(slots, due, feedback.seen)
 
-    def slot(logical: Array) -> Array:  # logical 0 = oldest entry, size - 1 = newest
-        return (step + 1 + logical) % size
 
-    low = jnp.zeros(controllers, jnp.int32)
-    high = jnp.full(controllers, size - 1, jnp.int32)
-    for _ in range(max(1, (size - 1).bit_length())):
-        middle = (low + high + 1) // 2
-        landed = feedback.arrival[slot(middle), columns] <= now
-        low = jnp.where(landed, middle, low)
-        high = jnp.where(landed, high, middle - 1)
-    here, after = slot(low), slot(jnp.minimum(low + 1, size - 1))
-    t0, t1 = feedback.arrival[here, columns], feedback.arrival[after, columns]
-    gap = t1 - t0
-    weight = jnp.where((gap > 0) & (t1 > now) & jnp.isfinite(t0),
-                       jnp.clip((now - t0) / jnp.where(gap > 0, gap, 1.0), 0.0, 1.0), 0.0)
-
-    def value(array: Array) -> Array:
-        return (1.0 - weight) * array[here, columns] + weight * array[after, columns]
-
-    return value(feedback.mark), value(feedback.loss), value(feedback.rate)
+def _receive(feedback: Feedback, step: Array) -> Feedback:
+    """Deliver what arrives at this step: one contiguous row, whose entries count only if they
+    were filed for this very step (older ones are from a previous turn of the ring)."""
+    row = feedback.slots[step % feedback.slots.shape[0]]
+    arrived = row[:, :1] == _stamp(step).astype(row.dtype)
+    return Feedback(feedback.slots, feedback.due, jnp.where(arrived, row[:, 1:], feedback.seen))
 
 
 def _step(model: CongestionModel, problem: Problem, carry: Carry) -> tuple[Carry, _Sums]:
@@ -216,15 +203,16 @@ def _step(model: CongestionModel, problem: Problem, carry: Carry) -> tuple[Carry
 
     probability_now = jnp.stack([mark, loss])[:, hops]  # (2, P, H)
     path_signal = 1.0 - jnp.prod(1.0 - probability_now, axis=2)
-    feedback = _send_back(carry.feedback, carry.step, time + rtt,
-                          _per_controller(path_signal[0], problem),
-                          _per_controller(path_signal[1], problem), packets_per_s)
-    seen_mark, seen_loss, acked = _arrived(feedback, carry.step, time)
+    sent = jnp.stack([_per_controller(path_signal[0], problem),
+                      _per_controller(path_signal[1], problem), packets_per_s], axis=1)
+    feedback = _receive(_send_back(carry.feedback, carry.step, rtt, dt, sent), carry.step)
+    seen_mark, seen_loss, acked = feedback.seen.T
     signals = Signals(rtt, seen_mark, seen_loss, acked, (nic_share >= 1.0).astype(rtt.dtype))
 
     params = problem.params
     slope = model.derivative(carry.state, signals, params)
-    guess = model.project(jax.tree.map(lambda s, d: s + dt * d, carry.state, slope), signals, params)
+    euler = jax.tree.map(lambda s, d: s + dt * d, carry.state, slope)
+    guess = model.project(euler, signals, params)
     later = signals._replace(rtt=_per_controller(_path_rtt(moved.queue, problem), problem))
     slope_later = model.derivative(guess, later, params)
     stepped = jax.tree.map(lambda s, a, b: s + 0.5 * dt * (a + b), carry.state, slope, slope_later)

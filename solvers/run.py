@@ -34,7 +34,7 @@ def _compiled(model: CongestionModel, grid: Grid, records: int, batched: bool
 
     if batched:
         start, advance = jax.vmap(start), jax.vmap(advance)
-    return jax.jit(start), jax.jit(advance)
+    return jax.jit(start), jax.jit(advance, donate_argnums=1)  # the carry is updated in place
 
 
 def solve(model: CongestionModel, problem: Problem, grid: Grid, *, batched: bool = False,

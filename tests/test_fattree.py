@@ -12,11 +12,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import PACKET
 
 import pathflow
+from helpers import PACKET
 from pathflow.compile import compile_scenario
-from pathflow.metrics import hotspots, throughput
+from pathflow.metrics import (
+    bottleneck_frequency,
+    hotspots,
+    mean_network_utilization,
+    throughput,
+)
 
 SCENARIO = Path(__file__).resolve().parents[1] / "examples" / "fattree_permutation.toml"
 SEEDS = range(1, 6)
@@ -66,3 +71,22 @@ def test_ecmp_collisions_are_the_hotspots(runs: dict) -> None:
             top = [str(name) for name in hot.link.values[: len(collided)]]
             assert worst in top
             assert float(hot.utilization.sel(link=worst)) > 0.95
+
+
+def test_bottlenecks_across_seeds_and_path_diversity(runs: dict) -> None:
+    """Across ECMP seeds the bottleneck links are fabric links that two flows share in that seed;
+    spraying has none. Seed 002's mean network utilization: 1 for spraying, 1/P for ECMP."""
+    ecmp = [ds for ds, _ in runs["ecmp"]]
+    frequency = bottleneck_frequency(ecmp)
+    shared = Counter()
+    for _, compiled in runs["ecmp"]:
+        shared.update(name for name, n in flows_per_link(compiled).items() if n >= 2)
+    for link, share in zip(frequency.link.values, frequency.values, strict=True):
+        assert share <= shared[str(link)] / len(ecmp) + 1e-12
+    assert float(frequency.max()) > 0
+    assert float(bottleneck_frequency([ds for ds, _ in runs["spray"]]).max()) == 0
+    assert mean_network_utilization(runs["spray"][0][0]) == pytest.approx(1.0)
+    ecmp_mnu = mean_network_utilization(ecmp[0])
+    equal_cost = ecmp[0].equal_cost_paths.values
+    assert ecmp_mnu == pytest.approx(float((1 / equal_cost).mean()))
+    assert ecmp_mnu < 0.5

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import PACKET
 
 import pathflow
+from helpers import PACKET
 from pathflow.metrics import loss_cycles, queue_stats
 from pathflow.validation.ns3_runner import ns3_available
 from pathflow.validation.ns3_scenario import simulate_ns3

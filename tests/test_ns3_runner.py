@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from pathflow.validation.ns3_runner import Ns3Config, ns3_available, run_ns3
 
 PACKET = 1500

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import PACKET, star
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pathflow
+from helpers import PACKET, star
 from pathflow import Scenario
 from pathflow.compile import compile_scenario
 from pathflow.metrics import jain_index, throughput

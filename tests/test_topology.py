@@ -1,8 +1,10 @@
 """Topology and routing against the closed-form structure of the networks."""
 
-import pytest
-from helpers import star
+import itertools
 
+import pytest
+
+from helpers import star
 from pathflow import Scenario
 from pathflow.compile import compile_scenario
 from pathflow.routing import build_routes, equal_cost_paths
@@ -40,7 +42,7 @@ def test_every_path_is_a_connected_walk() -> None:
     for path in equal_cost_paths(network, "h0_0_0", "h2_1_1"):
         hops = [network.links[i] for i in path]
         assert hops[0].src == "h0_0_0" and hops[-1].dst == "h2_1_1"
-        assert all(a.dst == b.src for a, b in zip(hops, hops[1:], strict=False))
+        assert all(a.dst == b.src for a, b in itertools.pairwise(hops))
 
 
 def test_fattree_k16_compiles() -> None:

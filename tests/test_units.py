@@ -31,7 +31,7 @@ def test_sizes_with_packets_and_prefixes() -> None:
 
 @pytest.mark.parametrize("text", ["-10Gbps", "10", "10 furlongs", "", "fast"])
 def test_bad_rates_name_the_field(text: str) -> None:
-    with pytest.raises(UnitError, match="topology.link_rate"):
+    with pytest.raises(UnitError, match=r"topology\.link_rate"):
         parse_rate(text, "topology.link_rate")
 
 
