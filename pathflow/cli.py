@@ -98,7 +98,8 @@ def _summary_table(ds: object, scenario: Scenario) -> None:
     rates = summary["throughput"]
     flows = Table(title="Flows (steady window)", title_justify="left")
     for column in ("flow", "src -> dst", "throughput"):
-        flows.add_column(column, justify="right" if column == "throughput" else "left")
+        flows.add_column(column, justify="right" if column == "throughput" else "left",
+                         overflow="fold")
     shown = range(min(len(rates), 10))
     for i in shown:
         flows.add_row(str(i), f"{ds.src.values[i]} -> {ds.dst.values[i]}",  # type: ignore[attr-defined]
@@ -111,7 +112,7 @@ def _summary_table(ds: object, scenario: Scenario) -> None:
     console.print(flows)
     links = Table(title="Busiest links (steady window)", title_justify="left")
     for column in ("link", "utilization", "queue mean", "p99", "max", "drops"):
-        links.add_column(column, justify="left" if column == "link" else "right")
+        links.add_column(column, justify="left" if column == "link" else "right", overflow="fold")
     hot, queues = summary["hotspots"], summary["queues"]
     for i, name in enumerate(hot.link.values):
         def pk(value: float) -> str:
