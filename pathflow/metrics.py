@@ -106,14 +106,15 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
     queue_band_packets packets) of its final mean. "Final" is the last quarter of the run.
 
     Rates and queue are smoothed over `smoothing` seconds first (default: 10 mean RTTs, or 10
-    samples when RTTs are not recorded), so that a steady limit cycle such as DCTCP's sawtooth
-    counts as settled. Returns {"time": s or inf, "settled": bool, "flows": per-flow times}.
+    samples when RTTs are not recorded, but at most 5 % of the run), so that a steady limit cycle
+    such as DCTCP's sawtooth counts as settled while a slow drift does not. Returns {"time": s or inf, "settled": bool, "flows": per-flow times}.
     A run that has not settled before its last quarter begins has time inf.
     """
     time = ds.time.values
     interval = float(time[1] - time[0]) if time.size > 1 else 1.0
     if smoothing is None:
-        smoothing = 10 * float(ds.rtt.mean()) if "rtt" in ds else 10 * interval
+        rtts = 10 * float(ds.rtt.mean()) if "rtt" in ds else 10 * interval
+        smoothing = min(rtts, float(time[-1]) / 20)
     width = max(1, round(smoothing / interval))
     final_from = int(0.75 * time.size)
     rates = ds.flow_rate.values

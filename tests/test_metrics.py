@@ -1,0 +1,72 @@
+"""Metrics on synthetic results whose answers are known in closed form."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from pathflow.metrics import convergence_time, jain_index, loss_cycles, queue_stats
+
+PACKET = 1500.0
+
+
+def synthetic(rates: np.ndarray, queue: np.ndarray, time: np.ndarray) -> xr.Dataset:
+    return xr.Dataset(
+        {"flow_rate": (("time", "flow"), rates), "queue": (("time", "link"), queue[:, None]),
+         "utilization": (("time", "link"), np.ones((time.size, 1))),
+         "drops": (("time", "link"), np.zeros((time.size, 1)))},
+        coords={"time": time, "link": ["a->b"], "flow": np.arange(rates.shape[1])},
+        attrs={"packet_bytes": PACKET})
+
+
+def test_jain_index() -> None:
+    assert jain_index([5.0, 5.0, 5.0]) == pytest.approx(1.0)
+    assert jain_index([1.0, 0.0]) == pytest.approx(0.5)
+    assert jain_index([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+    assert jain_index([1.0, 2.0]) == pytest.approx(9 / 10)
+
+
+def test_convergence_of_an_exponential_approach() -> None:
+    """r(t) = r_inf (1 - exp(-t / tau)) enters the +-10 % band at tau ln 10."""
+    tau, time = 0.01, np.linspace(1e-4, 0.4, 4000)
+    rate = 1e6 * (1 - np.exp(-time / tau))
+    ds = synthetic(np.stack([rate, rate], axis=1), np.full(time.size, 50 * PACKET), time)
+    result = convergence_time(ds, smoothing=1e-4)
+    assert result["settled"]
+    assert result["time"] == pytest.approx(tau * math.log(10), rel=0.02)
+
+
+def test_a_drifting_run_does_not_settle() -> None:
+    time = np.linspace(1e-3, 1.0, 1000)
+    rate = 1e6 * (0.2 + time)  # still rising at the end
+    ds = synthetic(rate[:, None], np.full(time.size, 10 * PACKET), time)
+    result = convergence_time(ds)
+    assert not result["settled"] and math.isinf(result["time"])
+
+
+def test_a_limit_cycle_settles() -> None:
+    """A steady sawtooth (period 10 ms) counts as settled once smoothed over several periods."""
+    time = np.linspace(1e-4, 2.0, 20000)
+    queue = PACKET * (20 + 3 * ((time / 0.01) % 1.0))
+    rate = np.full((time.size, 2), 6.25e6)
+    ds = synthetic(rate, queue, time)
+    assert convergence_time(ds, smoothing=0.05)["settled"]
+
+
+def test_queue_stats_and_loss_cycles_of_a_sawtooth() -> None:
+    """Queue rising linearly from 200 to 400 packets, dropping at each peak: mean 300, troughs 200,
+    period 2 s."""
+    time = np.arange(1, 20001) * 1e-3
+    phase = (time % 2.0) / 2.0
+    queue = PACKET * (200 + 200 * phase)
+    ds = synthetic(np.ones((time.size, 1)), queue, time)
+    ds["drops"] = (("time", "link"), (phase > 0.999).astype(float)[:, None])
+    stats = queue_stats(ds, warmup=0.0).sel(link="a->b") / PACKET
+    assert float(stats["mean"]) == pytest.approx(300, rel=1e-3)
+    assert float(stats["max"]) == pytest.approx(400, rel=1e-3)
+    cycles = loss_cycles(ds, "a->b", warmup=1.0)
+    np.testing.assert_allclose(cycles["periods"], 2.0, rtol=1e-3)
+    np.testing.assert_allclose(cycles["troughs"] / PACKET, 200, rtol=1e-3)
