@@ -65,9 +65,18 @@ def _check_writable(path: Path | None, option: str) -> None:
         raise ScenarioError(f"{option}: directory {str(path.parent)!r} does not exist")
 
 
-def _setup_jax() -> None:
+def _setup_jax(threads: int) -> None:
+    """Persistent compilation cache, and the CPU threads XLA may use. A fluid step is many small
+    kernels; handing them between threads costs more than it saves (measured 2.5x slower per
+    step with two threads than with one on the DCTCP star; see benchmarks/README.md), so the
+    command runs on one CPU unless told otherwise. Must run before JAX's first operation."""
+    import os
+
     import jax
 
+    if threads > 0 and hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, set(cpus[:threads]))
     cache = Path.home() / ".cache" / "pathflow" / "jax"
     try:
         cache.mkdir(parents=True, exist_ok=True)
@@ -75,6 +84,10 @@ def _setup_jax() -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     except OSError:
         pass  # a read-only home: run without the persistent cache
+
+
+Threads = Annotated[int, typer.Option("--threads", min=0, help="CPUs for the solver (0: all). "
+                                      "One is fastest for most fluid runs.")]
 
 
 @contextmanager
@@ -144,6 +157,7 @@ def run(
     check_dt: Annotated[bool, typer.Option("--check-dt", help="Also run at dt/2 and report "
                                            "whether the results agree.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    threads: Threads = 1,
 ) -> None:
     """Simulate a scenario; print per-flow throughput, the busiest links' queues, convergence
     time and the invariant verdict; optionally write the Dataset and a plot."""
@@ -151,7 +165,7 @@ def run(
         scenario = load_scenario(scenario_file)
         _check_writable(output, "--output")
         _check_writable(plot, "--plot")
-        _setup_jax()
+        _setup_jax(threads)
         from pathflow.results import write_dataset
         from pathflow.simulate import simulate
 
@@ -192,6 +206,7 @@ def sweep(
     plot: Annotated[Path | None, typer.Option("--plot", help="PNG of queue and convergence time "
                                               "versus flows (default: OUTPUT with .png).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    threads: Threads = 1,
 ) -> None:
     """Run a scenario for many flow counts, batched (one compiled program per size bucket)."""
     with _user_errors():
@@ -203,7 +218,7 @@ def sweep(
         plot = plot or output.with_suffix(".png")
         _check_writable(output, "--output")
         _check_writable(plot, "--plot")
-        _setup_jax()
+        _setup_jax(threads)
         saved: list[object] = []
 
         def save(partial: object) -> None:
