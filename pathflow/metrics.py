@@ -107,7 +107,8 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
 
     Rates and queue are smoothed over `smoothing` seconds first (default: 10 mean RTTs, or 10
     samples when RTTs are not recorded, but at most 5 % of the run), so that a steady limit cycle
-    such as DCTCP's sawtooth counts as settled while a slow drift does not. Returns {"time": s or inf, "settled": bool, "flows": per-flow times}.
+    such as DCTCP's sawtooth counts as settled while a slow drift does not.
+    Returns {"time": s or inf, "settled": bool, "flows": per-flow times}.
     A run that has not settled before its last quarter begins has time inf.
     """
     time = ds.time.values
