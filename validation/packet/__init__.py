@@ -1,0 +1,1 @@
+"""Packet-level reference simulator (numba): per-packet queues, TCP Reno and DCTCP senders."""
