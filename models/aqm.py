@@ -33,8 +33,9 @@ Departures are split among the flows in proportion to their arrival rates (fluid
 
 Validation
 ----------
-tests/test_queue_properties.py: 0 <= q <= B, departures <= C, work conservation and byte
-conservation under random inputs (hypothesis); tests/test_dctcp_hardware.py: step marking.
+tests/test_properties.py: 0 <= q <= B and departures <= C on random stars (hypothesis); every
+run's invariant report checks work and byte conservation (pathflow.invariants); validation case
+`dctcp_hardware` (validation/cases.py): step marking on the seed 003 star.
 """
 
 from __future__ import annotations

@@ -36,10 +36,11 @@ min_cwnd keep the floor, as Linux does; a packet-level flow could instead time o
 
 Validation
 ----------
-tests/test_dctcp_hardware.py: the seed 003 star (2 flows, 100 Mb/s, K = 20) against the
-hardware queue trace; tests/test_closed_forms.py: Q_max and amplitude for N in {2, 8, 32}
+Validation cases (validation/cases.py, run by tests/test_validation.py): `dctcp_hardware`, the
+seed 003 star (2 flows, 100 Mb/s, K = 20) against the hardware queue trace; `dctcp_sawtooth`,
+Q_max and amplitude for N in {2, 8, 32}
 (window form);
-tests/test_ns3_agreement.py: the same star against ns-3's TcpDctcp.
+`dctcp_star_ns3`: the same star against ns-3's TcpDctcp.
 
 References
 ----------

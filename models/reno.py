@@ -28,8 +28,9 @@ desynchronise, which the mean-field model represents only on average).
 
 Validation
 ----------
-tests/test_closed_forms.py: equilibrium p = 2 / (b W^2) on a single RED link (mean form).
-tests/test_ns3_agreement.py: sawtooth extent (queue max and min) on the 2-flow 100 Mb/s star
+Validation cases (validation/cases.py, run by tests/test_validation.py): `reno_equilibrium`,
+p = 2 / (b W^2) on a single RED link (mean form); `reno_star_ns3`, the sawtooth (mean queue,
+troughs, maximum) on the 2-flow 100 Mb/s star
 against ns-3 NewReno.
 
 References

@@ -252,6 +252,55 @@ def sweep(
         console.print(f"wrote {output} and {plot}")
 
 
+@app.command()
+def validate(
+    fast: Annotated[bool, typer.Option("--fast", help="Only the fast cases (a few minutes; "
+                                       "no ns-3).")] = False,
+    case: Annotated[list[str] | None, typer.Option("--case", help="Run only this case "
+                                                   "(repeatable).")] = None,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Markdown report; PNGs go in a "
+                                         "folder of the same name, the table also as .nc.")
+                      ] = Path("validation.md"),
+    threads: Threads = 1,
+) -> None:
+    """Run the registered validation cases (closed forms, measured data, ns-3) and write the
+    report: case, quantity, reference, pathflow value, error, tolerance, pass. Exit code 1 if a
+    check fails."""
+    with _user_errors():
+        _check_writable(output, "--output")
+        _setup_jax(threads)
+        from pathflow.validation.report import run_cases, write_report
+
+        def announce(item: object) -> None:
+            errors.print(f"running {item.name}: {item.title}", highlight=False)  # type: ignore[attr-defined]
+
+        try:
+            results = run_cases(fast=fast, names=case, progress=announce)
+        except ValueError as error:
+            _fail(str(error))
+        report = write_report(results, output)
+        table = Table(title="Validation", title_justify="left")
+        for column in ("case", "quantity", "reference", "pathflow", "error", "tolerance", "pass"):
+            table.add_column(column, overflow="fold")
+        for i in range(report.sizes["check"]):
+            row = report.isel(check=i)
+            relative = bool(row.relative)
+
+            def fmt(x: float, rel: bool = relative) -> str:
+                return f"{x:.1%}" if rel else f"{x:.4g}"
+
+            table.add_row(str(row.case.values), str(row.quantity.values),
+                          f"{float(row.reference):.4g}", f"{float(row.value):.4g}",
+                          fmt(float(row.error)), fmt(float(row.tolerance)),
+                          "yes" if bool(row.passed) else "NO")
+        console.print(table)
+        failed = int((~report.passed).sum())
+        console.print(f"{report.sizes['check'] - failed} of {report.sizes['check']} checks pass; "
+                      f"wrote {output}")
+        if failed:
+            raise typer.Exit(1)
+
+
 def main() -> None:
     try:
         app()

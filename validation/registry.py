@@ -1,0 +1,94 @@
+"""The registry of validation cases: one place where every comparison with truth is declared.
+
+A case is a function that runs pathflow and its reference (a closed form, the packet-level
+simulator, ns-3 or measured data) and returns `Check`s: one quantity each, with the reference
+value, pathflow's value, the tolerance and whether it passed, plus an optional figure. Cases
+register themselves with `@case(...)`; `pathflow validate` runs them all (or the fast ones) and
+writes the report (`pathflow.validation.report`). Later issues add their cases the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from matplotlib.figure import Figure
+
+__all__ = ["CASES", "Case", "CaseResult", "Check", "case", "load_cases"]
+
+Source = Literal["closed form", "packet", "ns-3", "measured"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One quantity: pathflow's value against a reference, with a stated tolerance.
+
+    `relative` tolerances compare |value - reference| / |reference|; absolute ones compare
+    |value - reference| in `unit`. `why` justifies the tolerance in a few words."""
+
+    quantity: str
+    reference: float
+    value: float
+    tolerance: float
+    unit: str = ""
+    relative: bool = True
+    why: str = ""
+
+    @classmethod
+    def band(cls, quantity: str, value: float, low: float, high: float, unit: str = "",
+             why: str = "") -> Check:
+        """value must lie in [low, high]: the band's centre with its half-width as tolerance."""
+        return cls(quantity, (low + high) / 2, value, (high - low) / 2, unit, relative=False,
+                   why=why or f"band [{low:.4g}, {high:.4g}] {unit}".strip())
+
+    @property
+    def error(self) -> float:
+        difference = abs(self.value - self.reference)
+        if not self.relative:
+            return difference
+        return difference / abs(self.reference) if self.reference else math.inf
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.error <= self.tolerance)
+
+
+@dataclass
+class CaseResult:
+    checks: list[Check]
+    figure: Figure | None = None
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    title: str
+    source: Source
+    fast: bool
+    run: Callable[[], CaseResult] = field(compare=False)
+
+
+CASES: dict[str, Case] = {}
+
+
+def case(name: str, title: str, source: Source, fast: bool = True
+         ) -> Callable[[Callable[[], CaseResult]], Callable[[], CaseResult]]:
+    """Register a validation case; `fast` cases run in `pathflow validate --fast` (CI)."""
+
+    def register(run: Callable[[], CaseResult]) -> Callable[[], CaseResult]:
+        if name in CASES:
+            raise ValueError(f"validation case {name!r} is registered twice")
+        CASES[name] = Case(name, title, source, fast, run)
+        return run
+
+    return register
+
+
+def load_cases() -> dict[str, Case]:
+    """All registered cases (importing the modules that register them)."""
+    import pathflow.validation.cases  # noqa: F401
+
+    return CASES
