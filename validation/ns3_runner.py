@@ -18,6 +18,9 @@ queue backlog per egress port, per-port departure / drop / mark rates, per-flow 
 congestion window, an RTT estimate and, for DCTCP, alpha. All byte counts are IP bytes
 (IP + TCP headers + payload; the 2-byte PPP header is excluded); ``flow_rate`` is goodput
 (application payload).
+With ``pcap_dir`` set, ns-3 also writes a pcap of the bottleneck link's sending device
+(``Ns3Config.pcap_path``; both directions, see there), which
+``pathflow.validation.traces.load_pcap`` turns into the same rate variables.
 
 Limits
 ------
@@ -98,6 +101,8 @@ class Ns3Config:
     delayed_ack_count: int = 2
     initial_cwnd_packets: int = 10
     min_rto_s: float = 0.2
+    # Directory for a pcap capture of the bottleneck link's sending device (None: no capture).
+    pcap_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.start_times_s is not None and not isinstance(self.start_times_s, tuple):
@@ -144,6 +149,8 @@ class Ns3Config:
             out.append("min_rto_s must be > 0")
         if self.seed < 1:
             out.append("seed must be >= 1 (ns-3 rejects 0)")
+        if self.pcap_dir is not None and not str(self.pcap_dir).strip():
+            out.append("pcap_dir must be a directory path or None")
         if self.start_times_s is not None:
             if len(self.start_times_s) != self.flows:
                 out.append(f"start_times_s needs {self.flows} entries")
@@ -164,6 +171,16 @@ class Ns3Config:
         return "s0->r0" if self.topology == "star" else "s0->s1"
 
     @property
+    def pcap_path(self) -> Path | None:
+        """The capture file written when `pcap_dir` is set: `<pcap_dir>/<from>-<to>.pcap`
+        (DLT_PPP, nanosecond timestamps). It holds what the bottleneck's sending device
+        transmits (stamped at the first bit) and what it receives from the far end (the ACKs,
+        stamped at the last bit): ns-3's point-to-point sniffer sees both directions."""
+        if self.pcap_dir is None:
+            return None
+        return Path(self.pcap_dir) / (self.bottleneck_link.replace("->", "-") + ".pcap")
+
+    @property
     def base_rtt_s(self) -> float:
         """Empty-queue RTT: propagation both ways plus serialization of a full data packet
         and of a pure ACK on every hop (store-and-forward, PPP header included)."""
@@ -178,7 +195,11 @@ class Ns3Config:
         return [(f"h{i % n}", f"r{i % n}") for i in range(self.flows)]
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        raw = dataclasses.asdict(self)
+        if raw["pcap_dir"] is None:
+            # Without a capture the JSON stays what it was before pcap_dir existed.
+            del raw["pcap_dir"]
+        return json.dumps(raw, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Ns3Config:
@@ -204,6 +225,9 @@ def run_ns3(config: Ns3Config, timeout_s: float | None = None) -> xr.Dataset:
         cfg_path = Path(tmp) / "config.json"
         out_path = Path(tmp) / "result.npz"
         cfg_path.write_text(config.to_json())
+        if config.pcap_path is not None:
+            # ns-3 aborts if it cannot open the capture file; create its directory here.
+            config.pcap_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, *_child_entry(), str(cfg_path), str(out_path)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
@@ -336,6 +360,8 @@ def _to_dataset(cfg: Ns3Config, a: dict[str, np.ndarray], wall_time_s: float) ->
         "tcp": "ns3::TcpDctcp (ECN)" if cfg.cc == "dctcp" else "ns3::TcpNewReno (no ECN)",
         "aqm": str(a["aqm_desc"]),
     }
+    if cfg.pcap_path is not None:
+        attrs["pcap"] = str(cfg.pcap_path)
     return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
 
 
@@ -395,6 +421,8 @@ struct Params
     int initialCwnd = 10;
     double minRtoS = 0.2;
     double sockBufBytes = 4e6;
+    std::string pcapFile; // empty: no capture
+    std::string pcapLink; // port name ("s0->r0") whose device is captured
 };
 
 struct Port
@@ -570,6 +598,10 @@ class Runner
             }
         }
         Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+        if (!m_p.pcapFile.empty())
+        {
+            EnableBottleneckPcap();
+        }
 
         for (int i = 0; i < m_p.flows; ++i)
         {
@@ -700,6 +732,22 @@ class Runner
         return ifc.GetAddress(1);
     }
 
+    void EnableBottleneckPcap()
+    {
+        // Nanosecond timestamps: at 100 Gb/s a 1500 B frame lasts 120 ns.
+        Config::SetDefault("ns3::PcapFileWrapper::NanosecMode", BooleanValue(true));
+        for (size_t i = 0; i < m_ports.size(); ++i)
+        {
+            if (linkNames[i] == m_p.pcapLink)
+            {
+                // explicitFilename = true: pcapFile is the whole path, not a prefix.
+                m_p2p.EnablePcap(m_p.pcapFile, m_ports[i]->dev, false, true);
+                return;
+            }
+        }
+        NS_FATAL_ERROR("pcap: no port named " << m_p.pcapLink);
+    }
+
     void AddPort(const std::string& name, Ptr<NetDevice> dev, Ptr<QueueDisc> qd)
     {
         auto port = std::make_unique<Port>();
@@ -808,6 +856,9 @@ def _child_main(argv: list[str]) -> int:
     # Socket buffers: 4x (path BDP + bottleneck buffer) so that neither ever limits a flow.
     path_bytes = cfg.link_rate_bps / 8 * cfg.base_rtt_s + cfg.buffer_packets * cfg.packet_bytes
     p.sockBufBytes = float(min(max(4 * 2**20, 4 * path_bytes), 2**30))
+    if cfg.pcap_path is not None:
+        p.pcapFile = str(cfg.pcap_path.resolve())
+        p.pcapLink = cfg.bottleneck_link
 
     runner = gbl.Runner(p)
     runner.Build()
