@@ -20,6 +20,9 @@ from pathflow.solvers.dde import Trajectory
 
 __all__ = ["trajectory_to_dataset", "write_dataset"]
 
+# Units of model state beyond the window: remaining CWR time, signal credit (models/window.py).
+_STATE_UNITS = {"cwr": "s", "credit": "packets"}
+
 
 def _version() -> str:
     from pathflow import __version__
@@ -72,9 +75,9 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "cwnd": (("time", "subflow"), fl(t.state["cwnd"]) * mss, {"units": "bytes"}),
     }
     for name, values in t.state.items():
-        if name not in ("cwnd",):
-            units = "1"
-            variables[name] = (("time", "subflow"), fl(values), {"units": units})
+        if name != "cwnd":
+            variables[name] = (("time", "subflow"), fl(values),
+                               {"units": _STATE_UNITS.get(name, "1")})
     flows = routes.flows
     coords = {
         "time": ("time", time, {"units": "s"}),
