@@ -1,0 +1,206 @@
+"""Closed-form and structural checks of the packet-level simulator (no ns-3 needed).
+
+- One flow on an idle path: line rate, RTT = base RTT, no queue, no loss.
+- Queues never exceed their buffers; every invariant of pathflow.invariants holds.
+- Drop-tail Reno saw-tooth: the buffer fills, losses recur, the queue falls back between them.
+- Window growth: +1 segment per RTT with ack_ratio 1, +1/2 with ack_ratio 2 (delayed ACKs).
+- A finite flow completes at k RTTs of slow start + the rest at line rate + one-way latency.
+- k = 4 fat-tree permutation: spraying reaches nearly full bisection, ECMP collides.
+- Same seed, same result; another seed, another (random spraying).
+- The Dataset has the names, dimensions and units of fluid results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import pathflow
+from pathflow import Scenario
+from pathflow.compile import ACK_BYTES
+from pathflow.metrics import loss_cycles, summarize, throughput
+from pathflow.validation.packet import simulate_packets
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+PACKET = 1500.0
+
+
+def star(senders: int = 1, *, rate: str = "1Gbps", delay: str = "10us", buffer: str = "100pkt",
+         cc: str = "reno", aqm: str = "droptail", duration: str = "20ms",
+         **sections: dict[str, Any]) -> Scenario:
+    data: dict[str, Any] = {
+        "name": "packet-star",
+        "topology": {"kind": "star", "senders": senders, "link_rate": rate, "delay": delay,
+                     "buffer": buffer},
+        "aqm": {"kind": aqm},
+        "traffic": {"pattern": "incast", "flows": senders},
+        "transport": {"cc": cc},
+        "run": {"duration": duration},
+    }
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    return Scenario.from_dict(data)
+
+
+def invariants(ds: xr.Dataset) -> dict[str, bool]:
+    return {name: verdict["ok"] for name, verdict in json.loads(ds.attrs["invariants"]).items()}
+
+
+def test_single_flow_on_idle_path() -> None:
+    ds = simulate_packets(star(), host_jitter=0.0)
+    capacity = 1e9 / 8
+    base_rtt = 2 * (2 * 10e-6 + PACKET / capacity + ACK_BYTES / capacity)
+    assert float(throughput(ds, warmup=0.005)[0]) == pytest.approx(capacity, rel=1e-3)
+    rtt = ds.rtt.sel(subflow=0).values
+    assert np.allclose(rtt[np.isfinite(rtt)], base_rtt, rtol=1e-9)
+    assert ds.attrs["packets_dropped"] == 0
+    assert float(ds.queue_max.max()) <= PACKET  # at most a packet meets its predecessor
+
+
+def test_host_jitter_costs_half_its_share_of_line_rate() -> None:
+    ds = simulate_packets(star(), host_jitter=0.01)
+    assert float(throughput(ds, warmup=0.005)[0]) == pytest.approx(1e9 / 8 / 1.005, rel=2e-3)
+
+
+@pytest.fixture(scope="module")
+def sawtooth() -> xr.Dataset:
+    """Two Reno flows through a 50-packet drop-tail buffer, 100 Mb/s."""
+    return simulate_packets(star(2, rate="100Mbps", delay="62.5us", buffer="50pkt",
+                                 duration="4s"), sample_interval=1e-3)
+
+
+def test_queues_stay_within_buffers_and_invariants_hold(sawtooth: xr.Dataset) -> None:
+    assert np.all(sawtooth.queue_max <= sawtooth.buffer)
+    assert np.all(sawtooth.queue_min >= 0)
+    assert all(invariants(sawtooth).values()), invariants(sawtooth)
+
+
+def test_bytes_are_conserved(sawtooth: xr.Dataset) -> None:
+    interval = sawtooth.attrs["sample_interval"]
+    arrived = (sawtooth.link_arrival * interval).sum("time")
+    left = ((sawtooth.link_departure + sawtooth.drops) * interval).sum("time")
+    assert np.all(np.abs(arrived - left - sawtooth.queue.isel(time=-1)) <= PACKET)
+    delivered = sawtooth.delivered.isel(time=-1).sum()
+    sent = (sawtooth.send_rate * interval).sum()
+    lost = sawtooth.lost.isel(time=-1).sum() * PACKET
+    assert float(delivered) <= float(sent) - 0.99 * float(lost) + 1e-6
+
+
+def test_reno_sawtooth_fills_the_buffer(sawtooth: xr.Dataset) -> None:
+    link = "s0->r0"
+    buffer = float(sawtooth.buffer.sel(link=link))
+    assert float(sawtooth.queue_max.sel(link=link).max()) >= buffer - PACKET
+    cycles = loss_cycles(sawtooth, link, warmup=1.0, gap=0.05)
+    assert cycles["events"].size >= 5
+    assert np.all(cycles["troughs"] < buffer - 5 * PACKET)  # every loss event drains it
+    rates = throughput(sawtooth, warmup=1.0).values
+    assert rates.sum() == pytest.approx(100e6 / 8, rel=0.01)
+    assert rates.min() > 0.3 * rates.sum()  # no lock-out
+
+
+@pytest.mark.parametrize("ecn", [False, True])
+def test_red_marks_or_drops_at_its_curve(ecn: bool) -> None:
+    """Two Reno flows through RED (10..40 packets, pmax 0.1): ECN-capable packets are marked,
+    others dropped, at the fraction pmax (avg - min) / (max - min) of the average queue."""
+    scenario = star(2, rate="100Mbps", delay="62.5us", buffer="200pkt", duration="2s").with_updates(
+        {"aqm.kind": "red", "aqm.min": "10pkt", "aqm.max": "40pkt", "aqm.pmax": 0.1,
+         "aqm.ecn": ecn})
+    ds = simulate_packets(scenario, sample_interval=1e-3)
+    link = ds.sel(link="s0->r0").sel(time=ds.time > 0.5)
+    signalled, silent = (link.marks, link.drops) if ecn else (link.drops, link.marks)
+    assert float(silent.max()) == 0.0
+    fraction = float(signalled.mean() / link.link_arrival.mean())
+    average = float(link.queue.mean()) / PACKET
+    assert fraction == pytest.approx(0.1 * (average - 10) / 30, rel=0.3)
+    assert float(link.utilization.mean()) > 0.99
+
+
+@pytest.mark.parametrize("ack_ratio", [1, 2])
+def test_window_grows_one_segment_per_ack_ratio_rtts(ack_ratio: int) -> None:
+    """Congestion avoidance from the start (ssthresh = 10 packets) into a 2000-packet queue
+    behind a 100 Mb/s bottleneck (hosts at 1 Gb/s): cwnd grows by 1/ack_ratio per RTT."""
+    scenario = star(rate="1Gbps", delay="1ms", buffer="2000pkt", duration="0.6s",
+                    transport={"ack_ratio": ack_ratio, "ssthresh": "10pkt"},
+                    topology={"links": [{"match": "s0->r0", "link_rate": "100Mbps"}]})
+    ds = simulate_packets(scenario, sample_interval=1e-3)
+    assert ds.attrs["packets_dropped"] == 0
+    t = ds.time.values
+    cwnd = ds.cwnd.sel(subflow=0).values / PACKET
+    rtt = ds.rtt.sel(subflow=0).values
+    window = (t > 0.1) & (t <= 0.6)
+    rounds = float(np.sum(1e-3 / rtt[window]))
+    growth = (cwnd[window][-1] - cwnd[window][0]) / rounds
+    assert growth == pytest.approx(1 / ack_ratio, rel=0.05)
+
+
+@pytest.mark.parametrize("packets", [100, 300, 1000])
+def test_finite_flow_completion_closed_form(packets: int) -> None:
+    """1 Gb/s, 250 us links (BDP 85 packets): slow start doubles the initial 10 packets each
+    RTT until a window covers the path, then the rest leaves at line rate."""
+    scenario = star(delay="250us", buffer="1000pkt", duration="40ms",
+                    traffic={"size": f"{packets}pkt"})
+    ds = simulate_packets(scenario, sample_interval=1e-4, host_jitter=0.0)
+    capacity, hop = 1e9 / 8, 250e-6
+    rtt = 2 * (2 * hop + PACKET / capacity + ACK_BYTES / capacity)
+    bdp = rtt * capacity / PACKET
+    rounds, sent, window = 0, 0, 10
+    while window < bdp and sent + window < packets:
+        sent, window, rounds = sent + window, 2 * window, rounds + 1
+    closed = rounds * rtt + (packets - sent) * PACKET / capacity + 2 * (hop + PACKET / capacity)
+    completion = float(ds.completion_time.sel(flow=0))
+    assert completion == pytest.approx(closed, abs=0.1 * rtt)
+    assert float(ds.delivered.isel(time=-1, flow=0)) == packets * PACKET
+    assert math.isinf(float(simulate_packets(star()).completion_time[0]))  # endless flow
+
+
+@pytest.fixture(scope="module")
+def fattree() -> dict[str, xr.Dataset]:
+    base = pathflow.load_scenario(EXAMPLES / "fattree_permutation.toml")
+    return {mode: simulate_packets(base.with_updates({"routing.mode": mode,
+                                                      "run.duration": "100ms"}))
+            for mode in ("ecmp", "spray")}
+
+
+def test_spray_reaches_nearly_full_bisection(fattree: dict[str, xr.Dataset]) -> None:
+    bisection = 16 * 1e9 / 8  # 16 hosts at 1 Gb/s, full-bisection k = 4 fat-tree
+    spray = float(throughput(fattree["spray"]).sum())
+    ecmp = float(throughput(fattree["ecmp"]).sum())
+    assert spray >= 0.9 * bisection
+    assert ecmp <= 0.8 * spray  # flows hashed onto the same core links share them
+    assert np.all(fattree["ecmp"].paths == 1)
+    assert np.all(fattree["spray"].paths == fattree["spray"].equal_cost_paths)
+    for ds in fattree.values():
+        assert all(invariants(ds).values()), invariants(ds)
+
+
+def test_same_seed_same_result_other_seed_other_result() -> None:
+    scenario = pathflow.load_scenario(EXAMPLES / "fattree_permutation.toml").with_updates(
+        {"routing.mode": "spray", "run.duration": "5ms"})
+    first, again = simulate_packets(scenario), simulate_packets(scenario)
+    other = simulate_packets(scenario, seed=7)
+    for name in ("queue", "flow_rate", "cwnd", "rtt"):
+        np.testing.assert_array_equal(first[name].values, again[name].values)
+    assert not np.array_equal(first.queue.values, other.queue.values)
+
+
+def test_dataset_speaks_the_fluid_vocabulary() -> None:
+    scenario = star(2, cc="dctcp", duration="10ms").with_updates(
+        {"aqm.kind": "ecn_step", "aqm.threshold": "20pkt"})
+    packet = simulate_packets(scenario)
+    fluid = pathflow.simulate(scenario)
+    for name, variable in fluid.data_vars.items():
+        if name in ("cwr", "credit"):
+            continue  # fluid-only bookkeeping of its per-window reaction
+        assert name in packet, name
+        assert packet[name].dims == variable.dims, name
+        assert packet[name].attrs.get("units") == variable.attrs.get("units"), name
+    for coord in fluid.coords:
+        assert coord in packet.coords, coord
+    assert packet.attrs["engine"] == "pathflow packet"
+    assert summarize(packet)["bottleneck"] == "s0->r0"

@@ -1,0 +1,1 @@
+"""Validation cases of calibration (`pathflow.validation.calibration`)."""

@@ -1,0 +1,1 @@
+"""Validation cases of the packet-level reference simulator, and of the fluid model against it."""

@@ -1,0 +1,232 @@
+"""From a scenario to the simulator's arrays (`layout.Sim`), with pathflow's own network and routes.
+
+`build_network` and `build_routes` give the links, the flows and their paths exactly as the fluid
+model sees them (same ECMP hash, same spraying split). Each flow becomes one sender; each forward
+path gets a reverse path for its ACKs. AQM applies at switch ports; a host's egress port is a NIC
+(see `links`). Sizes of the preallocated pools follow from the buffers and windows; `Sizing`
+lets `simulate_packets` enlarge them when a run reports that they were too small.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from pathflow.compile import ACK_BYTES
+from pathflow.routing import Routes, build_routes
+from pathflow.scenario import Scenario, ScenarioError
+from pathflow.topology import Network, build_network
+from pathflow.validation.packet import layout as L
+
+__all__ = ["Built", "Options", "build", "default_sample_interval"]
+
+_RECORD_BUDGET = 500_000  # values per variable, as the fluid model's recorder
+MAX_RTO = 60.0  # s (RFC 6298 allows an upper bound of at least 60 s)
+_ENDLESS = 2**62  # segments of a flow that never ends
+
+
+@dataclass(frozen=True)
+class Options:
+    """Run options that are not part of the scenario (see `simulate_packets`)."""
+
+    sample_interval: float  # s; 0: the default (`default_sample_interval`)
+    min_rto: float
+    delayed_ack: int
+    delack_timeout: float
+    seed: int
+    ack_bytes: float = ACK_BYTES
+    header_bytes: float = 0.0
+    host_jitter: float = 0.0
+    pool_scale: int = 1  # multiplies the packet pool and event heap (retries)
+
+
+@dataclass(frozen=True)
+class Built:
+    scenario: Scenario
+    network: Network
+    routes: Routes
+    options: Options
+    sim: L.Sim
+    growth: int
+
+
+def default_sample_interval(scenario: Scenario, links: int, flows: int) -> float:
+    """`[run] sample`, else the fluid model's record budget (about 5e5 values per variable, 500
+    to 20 000 samples) but at least 10 us."""
+    if scenario.spec.run.sample is not None:
+        from pathflow.units import parse_time
+
+        return parse_time(scenario.spec.run.sample, "run.sample")
+    records = int(np.clip(_RECORD_BUDGET // max(links + flows, 1), 500, 20_000))
+    return max(scenario.duration / records, 10e-6)
+
+
+def default_delayed_ack(ack_ratio: float) -> int:
+    """ACK every 2nd segment (Linux, ns-3) unless ack_ratio b is an integer >= 2: then every
+    b-th, so that one window increase per ACK gives the fluid model's 1/b segment per RTT."""
+    return int(ack_ratio) if ack_ratio >= 2 and float(ack_ratio).is_integer() else 2
+
+
+def growth_mode(ack_ratio: float, delayed_ack: int) -> int:
+    if ack_ratio == 1:
+        return L.GROW_PER_SEGMENT
+    if ack_ratio == delayed_ack:
+        return L.GROW_PER_ACK
+    return L.GROW_FRACTIONAL
+
+
+def _reverse(network: Network, path: tuple[int, ...]) -> tuple[int, ...]:
+    links = network.links
+    return tuple(network.link_between(links[i].dst, links[i].src) for i in reversed(path))
+
+
+def _base_rtt(network: Network, path: tuple[int, ...], mss: float, ack: float = ACK_BYTES,
+              header: float = 0.0) -> float:
+    """Propagation both ways, a full packet out and an ACK back per hop (as pathflow.compile)."""
+    total = 0.0
+    for i in path:
+        link = network.links[i]
+        back = network.links[network.link_between(link.dst, link.src)]
+        total += 2 * link.delay + (mss + header) / link.capacity + (ack + header) / back.capacity
+    return total
+
+
+def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Links:
+    n = len(network.links)
+    hosts = set(network.hosts)
+    aqm = scenario.aqm_si
+    nic = np.array([link.src in hosts for link in network.links], dtype=np.int64)
+    param = np.zeros((n, L.N_LP))
+    param[:, L.LP_RATE] = [link.capacity for link in network.links]
+    param[:, L.LP_DELAY] = [link.delay for link in network.links]
+    param[:, L.LP_BUFFER] = [link.buffer for link in network.links]
+    param[:, L.LP_THRESHOLD] = aqm.get("threshold", math.inf)
+    param[:, L.LP_RED_MIN] = aqm.get("min", math.inf)
+    param[:, L.LP_RED_MAX] = aqm.get("max", math.inf)
+    param[:, L.LP_RED_PMAX] = aqm["pmax"]
+    param[:, L.LP_RED_WEIGHT] = aqm["weight"]
+    state = np.zeros((n, L.N_LI), np.int64)
+    state[:, L.LI_NIC] = nic
+    state[:, L.LI_AQM] = np.where(nic == 1, L.AQM_NONE, L.AQM_CODES[scenario.spec.aqm.kind])
+    state[:, [L.LI_HEAD, L.LI_TAIL, L.LI_IN_SERVICE]] = -1
+    order = np.argsort(sender_nic, kind="stable")
+    first = np.searchsorted(sender_nic[order], np.arange(n + 1)).astype(np.int64)
+    return L.Links(param=param, f=np.zeros((n, L.N_LF)), i=state, nic_first=first,
+                   nic_senders=order.astype(np.int64))
+
+
+def _paths(network: Network, routes: Routes) -> L.Paths:
+    forward = list(routes.paths)
+    everything = forward + [_reverse(network, p) for p in forward]
+    n = len(forward)
+    table = np.zeros((2 * n, L.N_PI), np.int64)
+    table[:, L.PI_LENGTH] = [len(p) for p in everything]
+    table[1:, L.PI_START] = np.cumsum(table[:-1, L.PI_LENGTH])
+    table[:, L.PI_REVERSE] = np.concatenate([np.arange(n, 2 * n), np.arange(n)])
+    flat = np.array([i for p in everything for i in p], dtype=np.int64)
+    return L.Paths(i=table, links=flat)
+
+
+def _ring(scenario: Scenario, network: Network, routes: Routes, n_senders: int) -> int:
+    """Segment slots per sender: 4x the largest path's BDP plus switch buffers (as ns-3's socket
+    buffers in validation/ns3_runner.py), a power of two; it also caps the window."""
+    mss = scenario.packet_bytes
+    hosts = set(network.hosts)
+    largest = 0.0
+    for path in routes.paths:
+        rate = min(network.links[i].capacity for i in path)
+        buffers = sum(network.links[i].buffer for i in path if network.links[i].src not in hosts)
+        largest = max(largest, (rate * _base_rtt(network, path, mss) + buffers) / mss)
+    slots = 1 << max(6, math.ceil(math.log2(4 * largest + 64)))
+    while slots > 64 and slots * n_senders > 2**25:  # memory cap: ~0.3 GB of ring state
+        slots //= 2
+    return slots
+
+
+def build(scenario: Scenario, options: Options) -> Built:
+    """The simulator state for `scenario` (see the module docstring)."""
+    network = build_network(scenario)
+    routes = build_routes(scenario, network)
+    transport = scenario.spec.transport
+    mss = scenario.packet_bytes
+    n_flows, n_links = len(routes.flows), len(network.links)
+    path_flow = np.asarray(routes.path_flow)
+    if np.any(np.diff(path_flow) < 0):
+        raise ScenarioError("routing: paths must be grouped by flow")  # build_routes does
+    ring = _ring(scenario, network, routes, n_flows)
+    if options.sample_interval <= 0:
+        options = replace(options, sample_interval=default_sample_interval(scenario, n_links,
+                                                                           n_flows))
+    init = scenario.size(transport.init_cwnd, "transport.init_cwnd") / mss
+    cfg = L.Config(
+        mss=float(mss), ack_bytes=float(options.ack_bytes),
+        header_bytes=float(options.header_bytes), host_jitter=float(options.host_jitter),
+        min_rto=float(options.min_rto),
+        max_rto=MAX_RTO, delack_timeout=float(options.delack_timeout),
+        delayed_ack=int(options.delayed_ack),
+        growth=growth_mode(transport.ack_ratio, options.delayed_ack),
+        ack_ratio=float(transport.ack_ratio), g=float(transport.g), init_cwnd=float(init),
+        min_cwnd=scenario.size(transport.min_cwnd, "transport.min_cwnd") / mss,
+        ssthresh=scenario.size(transport.ssthresh, "transport.ssthresh", allow_inf=True) / mss,
+        ring=int(ring), interval=float(options.sample_interval),
+        records=math.ceil(scenario.duration / options.sample_interval - 1e-9),
+        seed=int(options.seed))
+
+    # senders: one per flow (TCP); MPTCP will add one per subflow with the same connection
+    path_first = np.searchsorted(path_flow, np.arange(n_flows + 1)).astype(np.int64)
+    weights = np.asarray(routes.path_weight, dtype=np.float64)
+    cumweight = np.zeros(len(weights))
+    sf = np.zeros((n_flows, L.N_SF))
+    si = np.zeros((n_flows, L.N_SI), np.int64)
+    for f, flow in enumerate(routes.flows):
+        lo, hi = path_first[f], path_first[f + 1]
+        cumweight[lo:hi] = np.cumsum(weights[lo:hi]) / weights[lo:hi].sum()
+        first_links = {routes.paths[p][0] for p in range(lo, hi)}
+        if len(first_links) > 1:
+            raise ScenarioError(f"routing: flow {f} ({flow.src} -> {flow.dst}) leaves its host "
+                                "by several links; the packet engine needs one NIC per sender")
+        si[f, L.SI_NIC] = first_links.pop()
+        sf[f, L.SF_BASE_RTT] = min(_base_rtt(network, routes.paths[p], mss, options.ack_bytes,
+                                             options.header_bytes) for p in range(lo, hi))
+        segments = _ENDLESS if math.isinf(flow.size) else max(1, math.ceil(flow.size / mss))
+        si[f, L.SI_SEGMENTS] = segments
+        sf[f, L.SF_LAST_BYTES] = mss if math.isinf(flow.size) else flow.size - (segments - 1) * mss
+        sf[f, L.SF_START] = flow.start
+    si[:, L.SI_CC] = L.CC_CODES[transport.cc]
+    si[:, L.SI_ECT] = 1 if scenario.marks_ecn else 0
+    si[:, L.SI_CONNECTION] = np.arange(n_flows)
+    si[:, L.SI_PATH_FIRST] = path_first[:-1]
+    si[:, L.SI_PATH_END] = path_first[1:]
+    si[:, [L.SI_RTX, L.SI_ALPHA_SEQ, L.SI_UNDO_RETRANS]] = -1
+    si[:, L.SI_REORDERING] = 3  # RFC 5681's duplicate-ACK threshold (Linux tcp_reordering)
+    sf[:, L.SF_CWND] = cfg.init_cwnd
+    sf[:, L.SF_SSTHRESH] = cfg.ssthresh
+    sf[:, L.SF_ALPHA] = 1.0  # DCTCP alpha on init (Linux, ns-3)
+    sf[:, L.SF_RTT_LAST] = math.nan
+    senders = L.Senders(f=sf, i=si, paths=np.arange(len(routes.paths), dtype=np.int64),
+                        cumweight=cumweight, sent_at=np.zeros((n_flows, ring)),
+                        resent=np.zeros((n_flows, ring), np.int8))
+    ri = np.zeros((n_flows, L.N_RI), np.int64)
+    ri[:, L.RI_PATH] = path_first[:-1]
+    rf = np.zeros((n_flows, L.N_RF))
+    rf[:, L.RF_COMPLETION] = math.inf
+    receivers = L.Receivers(i=ri, f=rf, have=np.zeros((n_flows, ring), np.int8))
+
+    switch_buffers = sum(link.buffer for link in network.links if link.src not in network.hosts)
+    rates = np.array([network.links[nic].capacity for nic in si[:, L.SI_NIC]])
+    bdp = float(np.max(sf[:, L.SF_BASE_RTT] * rates)) / mss
+    pool = int(2 * switch_buffers / mss + n_flows * (4 * (bdp + init) + 64) + 4096)
+    pool *= options.pool_scale
+    timers = 3 * n_flows  # RTO, delayed ACK, congestion-control timer per sender
+    heap = pool + n_links + 3 * timers + n_flows + 64
+    ctl = np.zeros(L.N_CTL, np.int64)
+    sim = L.Sim(
+        links=_links(scenario, network, si[:, L.SI_NIC]), paths=_paths(network, routes),
+        packets=L.packet_pool(pool), events=L.event_heap(heap),
+        timers=np.full((timers, L.N_TM), math.inf), senders=senders, receivers=receivers,
+        recorder=L.Recorder(links=np.zeros((cfg.records, n_links, L.N_RL)),
+                            senders=np.zeros((cfg.records, n_flows, L.N_RS))),
+        ctl=ctl, cfg=cfg)
+    return Built(scenario, network, routes, options, sim, cfg.growth)

@@ -1,0 +1,132 @@
+"""The simulator's samples as an xarray Dataset with the names, dimensions and units of fluid
+results (`pathflow.results`), so that `pathflow.metrics` and comparisons apply unchanged.
+
+Byte counts are wire bytes of full packets (mss-sized data packets, 64-byte ACKs), as the fluid
+model counts them; `flow_rate` is the rate of in-order delivery to the receiving application.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from pathflow.validation.packet import layout as L
+from pathflow.validation.packet.build import Built
+
+__all__ = ["to_dataset"]
+
+
+def _rate(cumulative: np.ndarray, interval: float) -> np.ndarray:
+    previous = np.concatenate([np.zeros_like(cumulative[:1]), cumulative[:-1]])
+    return (cumulative - previous) / interval
+
+
+def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
+    from pathflow import __version__
+
+    sim, network, routes, scenario = built.sim, built.network, built.routes, built.scenario
+    opts = built.options
+    interval = opts.sample_interval
+    links, flows = network.links, routes.flows
+    n_flows = len(flows)
+    time = interval * np.arange(1, sim.cfg.records + 1)
+    capacity = np.array([link.capacity for link in links])
+    rl, rs = sim.recorder.links, sim.recorder.senders
+    si = sim.senders.i
+    connection = si[:, L.SI_CONNECTION]
+    # per connection (flow): the sum over its senders (subflows); one sender per flow for TCP
+    delivered = np.zeros((len(time), n_flows))
+    np.add.at(delivered.T, connection, rs[:, :, L.RS_DELIVERED].T)
+    sent = np.zeros_like(delivered)
+    np.add.at(sent.T, connection, rs[:, :, L.RS_SENT].T)
+    completion = np.full(n_flows, -math.inf)
+    np.maximum.at(completion, connection, sim.receivers.f[:, L.RF_COMPLETION])
+    arrival, marks = rl[:, :, L.RL_ARRIVAL], rl[:, :, L.RL_MARK]
+    marking = np.divide(marks, arrival, out=np.zeros_like(marks), where=arrival > 0)
+    cwnd, ssthresh = rs[:, :, L.RS_CWND], rs[:, :, L.RS_SSTHRESH]
+    variables: dict[str, Any] = {
+        "queue": (("time", "link"), rl[:, :, L.RL_QUEUE],
+                  {"units": "bytes", "long_name": "egress queue (instantaneous; bytes waiting, "
+                                                  "the packet being transmitted not counted)"}),
+        "queue_max": (("time", "link"), rl[:, :, L.RL_QUEUE_MAX],
+                      {"units": "bytes", "long_name": "largest queue within the sample interval"}),
+        "queue_min": (("time", "link"), rl[:, :, L.RL_QUEUE_MIN],
+                      {"units": "bytes", "long_name": "smallest queue within the sample interval"}),
+        "link_arrival": (("time", "link"), arrival, {"units": "bytes/s"}),
+        "link_departure": (("time", "link"), rl[:, :, L.RL_DEPARTURE], {"units": "bytes/s"}),
+        "utilization": (("time", "link"), rl[:, :, L.RL_DEPARTURE] / capacity, {"units": "1"}),
+        "drops": (("time", "link"), rl[:, :, L.RL_DROP], {"units": "bytes/s"}),
+        "marks": (("time", "link"), marks, {"units": "bytes/s"}),
+        "marking": (("time", "link"), marking,
+                    {"units": "1", "long_name": "fraction of arriving bytes ECN-marked"}),
+        "flow_rate": (("time", "flow"), _rate(delivered, interval),
+                      {"units": "bytes/s", "long_name": "rate delivered to the receiver"}),
+        "send_rate": (("time", "flow"), _rate(sent, interval), {"units": "bytes/s"}),
+        "delivered": (("time", "flow"), delivered, {"units": "bytes"}),
+        "completion_time": (("flow",), np.where(np.isfinite(completion), completion, math.inf),
+                            {"units": "s", "long_name": "time the last byte arrived (inf: never)"}),
+        "subflow_rate": (("time", "subflow"), _rate(rs[:, :, L.RS_DELIVERED], interval),
+                         {"units": "bytes/s"}),
+        "rtt": (("time", "subflow"), rs[:, :, L.RS_RTT],
+                {"units": "s", "long_name": "mean RTT sample in the interval (else the last)"}),
+        "cwnd": (("time", "subflow"), cwnd, {"units": "bytes"}),
+        "ssthresh": (("time", "subflow"), ssthresh, {"units": "bytes"}),
+        "slow_start": (("time", "subflow"), (cwnd < ssthresh).astype(np.float64), {"units": "1"}),
+        "lost": (("time", "subflow"), rs[:, :, L.RS_DROPPED],
+                 {"units": "packets", "long_name": "packets of the subflow dropped so far "
+                                                   "(data and its ACKs)"}),
+    }
+    is_dctcp = si[:, L.SI_CC] == L.CC_DCTCP
+    if np.any(is_dctcp):
+        alpha = np.where(is_dctcp, rs[:, :, L.RS_ALPHA], np.nan)
+        variables["alpha"] = (("time", "subflow"), alpha, {"units": "1"})
+    cc_names = {code: name for name, code in L.CC_CODES.items()}
+    n_sub = si.shape[0]
+    coords = {
+        "time": ("time", time, {"units": "s"}),
+        "link": ("link", [link.name for link in links]),
+        "link_src": ("link", [link.src for link in links]),
+        "link_dst": ("link", [link.dst for link in links]),
+        "link_tier": ("link", [link.tier for link in links]),
+        "capacity": ("link", capacity, {"units": "bytes/s"}),
+        "buffer": ("link", np.array([link.buffer for link in links]), {"units": "bytes"}),
+        "delay": ("link", np.array([link.delay for link in links]), {"units": "s"}),
+        "flow": ("flow", np.arange(n_flows)),
+        "src": ("flow", [f.src for f in flows]),
+        "dst": ("flow", [f.dst for f in flows]),
+        "cc": ("flow", [cc_names[int(si[np.argmax(connection == f), L.SI_CC])]
+                        for f in range(n_flows)]),
+        "start": ("flow", np.array([f.start for f in flows]), {"units": "s"}),
+        "size": ("flow", np.array([f.size for f in flows]), {"units": "bytes"}),
+        "paths": ("flow", np.bincount(np.asarray(routes.path_flow), minlength=n_flows)),
+        "equal_cost_paths": ("flow", np.asarray(routes.equal_cost)),
+        "subflow": ("subflow", np.arange(n_sub)),
+        "subflow_flow": ("subflow", connection.copy()),
+    }
+    attrs = {
+        "engine": "pathflow packet",
+        "pathflow_version": __version__,
+        "scenario_name": scenario.name,
+        "scenario": scenario.to_toml(),
+        "dt": interval,
+        "sample_interval": interval,
+        "packet_bytes": scenario.packet_bytes,
+        "ack_bytes": sim.cfg.ack_bytes,
+        "precision": "float64",
+        "seed": opts.seed,
+        "min_rto": opts.min_rto,
+        "delayed_ack": opts.delayed_ack,
+        "delack_timeout": opts.delack_timeout,
+        "window_growth": {L.GROW_PER_SEGMENT: "per acknowledged segment",
+                          L.GROW_PER_ACK: "once per ACK",
+                          L.GROW_FRACTIONAL: "acknowledged segments / ack_ratio"}[built.growth],
+        "events": int(sim.ctl[L.CTL_EVENTS]),
+        "packet_hops": int(sim.ctl[L.CTL_HOPS]),
+        "packets_dropped": int(sim.ctl[L.CTL_DROPS]),
+        "window_cap_segments": sim.cfg.ring - 1,
+        **extra_attrs,
+    }
+    return xr.Dataset(variables, coords=coords, attrs=attrs)

@@ -1,0 +1,123 @@
+"""The event loop: pop the earliest event, let the network element it names handle it, repeat.
+
+    EV_START    sender s begins: its NIC is asked to pull
+    EV_TX_DONE  port l finished serialising a packet: it propagates, l takes the next one
+    EV_ARRIVE   packet p reaches the far end of its link: the next port of its path, or the
+                destination host (data -> receiver, ACK -> sender, then the sender's NIC)
+    EV_TIMER    a protocol timer: retransmission timeout or delayed ACK
+    EV_WAKE     a paced sender may emit again
+
+Samples are written whenever simulated time passes a multiple of the sample interval, before
+the first event at or after that instant runs. The loop stops at the end of the last interval,
+or early with a status when the packet pool or the event heap is too small (the caller retries
+with more room).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pathflow.validation.packet import cc
+from pathflow.validation.packet.events import pop_event, push_event, timer_due
+from pathflow.validation.packet.jit import entry, kernel
+from pathflow.validation.packet.layout import (
+    ACK,
+    CTL_EVENTS,
+    CTL_HEAP_SIZE,
+    CTL_STATUS,
+    EV_ARRIVE,
+    EV_START,
+    EV_TIMER,
+    EV_TX_DONE,
+    EV_WAKE,
+    PK_CE,
+    PK_DSACK,
+    PK_ECE,
+    PK_KIND,
+    PK_OWNER,
+    PK_PATH,
+    PK_SEQ,
+    SF_START,
+    SI_NIC,
+    SI_WAKE_PENDING,
+    STATUS_OK,
+)
+from pathflow.validation.packet.links import enqueue, finish_transmission, kick_nic, next_link
+from pathflow.validation.packet.packets import release_packet
+from pathflow.validation.packet.receiver import on_data, on_delack_timer
+from pathflow.validation.packet.recorder import record
+from pathflow.validation.packet.sender import on_ack, on_timeout, start_flow
+
+__all__ = ["run"]
+
+
+@kernel
+def _arrive(sim, p: int, now: float) -> None:
+    nxt = next_link(sim, p)
+    if nxt >= 0:
+        enqueue(sim, nxt, p, now)
+        return
+    pk = sim.packets.i
+    s = pk[p, PK_OWNER]
+    if pk[p, PK_KIND] == ACK:
+        on_ack(sim, s, pk[p, PK_SEQ], pk[p, PK_ECE], pk[p, PK_DSACK], now)
+        kick_nic(sim, sim.senders.i[s, SI_NIC], now)
+    else:
+        on_data(sim, s, pk[p, PK_SEQ], pk[p, PK_CE], pk[p, PK_PATH], now)
+    release_packet(sim, p)
+
+
+@kernel
+def _timer(sim, timer: int, now: float) -> None:
+    senders = sim.senders.i.shape[0]
+    if not timer_due(sim, timer, now):
+        return
+    if timer < senders:
+        on_timeout(sim, timer, now)
+        kick_nic(sim, sim.senders.i[timer, SI_NIC], now)
+    elif timer < 2 * senders:
+        on_delack_timer(sim, timer - senders, now)
+    else:
+        s = timer - 2 * senders
+        cc.on_timer(sim, s, now)
+        kick_nic(sim, sim.senders.i[s, SI_NIC], now)
+
+
+@entry
+def run(sim) -> int:
+    """Simulate until the end of the last sample interval; returns a STATUS_* code."""
+    cfg, ctl = sim.cfg, sim.ctl
+    np.random.seed(cfg.seed)
+    for s in range(sim.senders.i.shape[0]):
+        push_event(sim, sim.senders.f[s, SF_START], EV_START, s)
+    k = np.int64(0)  # next sample (a numpy int: see layout's note on literals)
+    boundary = cfg.interval
+    while ctl[CTL_HEAP_SIZE] > 0 and ctl[CTL_STATUS] == STATUS_OK:
+        t = sim.events.time[0]
+        while k < cfg.records and t >= boundary:
+            record(sim, k, boundary)
+            k += 1
+            boundary = (k + 1) * cfg.interval
+        if k >= cfg.records:
+            break
+        now, kind, obj = pop_event(sim)
+        ctl[CTL_EVENTS] += 1
+        if kind == EV_TX_DONE:
+            finish_transmission(sim, obj, now)
+        elif kind == EV_ARRIVE:
+            _arrive(sim, obj, now)
+        elif kind == EV_TIMER:
+            _timer(sim, obj, now)
+        elif kind == EV_START:
+            start_flow(sim, obj, now)
+            kick_nic(sim, sim.senders.i[obj, SI_NIC], now)
+        elif kind == EV_WAKE:
+            sim.senders.i[obj, SI_WAKE_PENDING] = 0
+            kick_nic(sim, sim.senders.i[obj, SI_NIC], now)
+    if ctl[CTL_STATUS] != STATUS_OK:
+        return ctl[CTL_STATUS]
+    while k < cfg.records:
+        record(sim, k, boundary)
+        k += 1
+        boundary = (k + 1) * cfg.interval
+    return STATUS_OK

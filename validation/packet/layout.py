@@ -1,0 +1,302 @@
+"""The simulator's state: a few numpy arrays per network element, their columns named here.
+
+Everything the event loop touches is preallocated here, so that the numba kernels work on plain
+arrays (no Python objects, no allocation per packet). Each element keeps a float and an integer
+table with one row per element and named columns, e.g. `sim.senders.f[s, SF_CWND]` or
+`sim.links.i[l, LI_BUSY]`:
+
+- `Links`: per directed link its parameters (rate, delay, buffer, AQM), its egress port (FIFO of
+  packet ids as a linked list, backlog, the packet in service, RED average) and the current
+  sample interval's counters.
+- `Paths`: link sequences, flattened; each forward path has its reverse (the ACK path).
+- `Packets`: a pool of packet records recycled through a free list.
+- `Events` (binary heap), `Timers` (lazily cancelled protocol timers).
+- `Senders`, `Receivers`: one row per sender (a TCP flow today; an MPTCP subflow or a DCQCN queue
+  pair later) and its receiver.
+- `Recorder`: the samples.
+- `ctl`: global counters and the run status; `Config`: scalars.
+
+Few arrays rather than one per quantity: numba passes every array of the state to every kernel,
+and compile time grows with their number. A new congestion controller that needs state adds
+columns (a constant and a larger `N_*`), not arrays or arguments.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+# --- codes -----------------------------------------------------------------------------------
+# Codes that kernels pass as arguments are numpy scalars: numba would compile a separate copy of
+# the callee for every distinct plain-int constant (it types those as literals).
+DATA, ACK = np.int64(0), np.int64(1)  # packet kinds
+WAITING, RUNNING, DONE = 0, 1, 2  # sender phases: not started, sending, all acknowledged
+
+# congestion states (Linux / ns-3 names)
+CA_OPEN = 0
+CA_CWR = 1  # reducing the window for an ECN echo (PRR); no growth until RECOVER is passed
+CA_RECOVERY = 2  # NewReno fast recovery
+CA_LOSS = 3  # after a retransmission timeout: slow start from one segment, go-back-N
+
+CC_RENO, CC_DCTCP = 0, 1  # congestion-control codes (cc.py dispatches on them)
+CC_CODES = {"reno": CC_RENO, "dctcp": CC_DCTCP}
+
+# window growth per acknowledgement (see cc.reno_increase)
+GROW_PER_SEGMENT = 0  # Linux / ns-3 TcpLinuxReno: by the segments acknowledged (ack_ratio = 1)
+GROW_PER_ACK = 1  # ns-3 TcpNewReno: once per ACK (ack_ratio = delayed-ACK count)
+GROW_FRACTIONAL = 2  # any other ack_ratio b: acknowledged segments / b
+
+AQM_NONE, AQM_ECN_STEP, AQM_RED = 0, 1, 2  # AQM codes (aqm.py)
+AQM_CODES = {"droptail": AQM_NONE, "ecn_step": AQM_ECN_STEP, "red": AQM_RED}
+
+# --- links: parameters (float) ----------------------------------------------------------------
+LP_RATE = 0  # bytes/s
+LP_DELAY = 1  # s, propagation
+LP_BUFFER = 2  # bytes of waiting room (the packet in service not counted)
+LP_THRESHOLD = 3  # bytes, ECN-step K
+LP_RED_MIN = 4  # bytes
+LP_RED_MAX = 5  # bytes
+LP_RED_PMAX = 6
+LP_RED_WEIGHT = 7  # EWMA weight per arrival
+N_LP = 8
+# links: state (float)
+LF_BACKLOG = 0  # bytes waiting
+LF_TX_START = 1  # s, when the packet in service started
+LF_CREDITED = 2  # bytes of the packet in service already counted as departed
+LF_RED_AVG = 3  # bytes
+LF_IDLE_SINCE = 4  # s, when the port last became empty and idle
+LF_ARRIVED = 5  # bytes in the current sample interval
+LF_DEPARTED = 6
+LF_DROPPED = 7
+LF_MARKED = 8
+LF_QMIN = 9  # smallest / largest backlog in the interval
+LF_QMAX = 10
+N_LF = 11
+# links: state (int)
+LI_NIC = 0  # 1 for a host's own egress port (never drops, pulls from its senders)
+LI_AQM = 1  # AQM_* code
+LI_HEAD = 2  # first waiting packet or -1
+LI_TAIL = 3
+LI_BUSY = 4
+LI_IN_SERVICE = 5  # packet id or -1
+LI_RR = 6  # round-robin position among the NIC's senders
+N_LI = 7
+
+# --- paths (int) -------------------------------------------------------------------------------
+PI_START = 0  # offset into Paths.links
+PI_LENGTH = 1
+PI_REVERSE = 2  # path id of the reverse path
+N_PI = 3
+
+# --- packets (int; sizes in Packets.size) ------------------------------------------------------
+PK_KIND = 0  # DATA / ACK
+PK_OWNER = 1  # sender id
+PK_SEQ = 2  # data: segment number; ACK: cumulative ACK (next segment expected)
+PK_PATH = 3
+PK_HOP = 4  # index in the path of the link it is on / queued for
+PK_ECT = 5  # ECN-capable transport
+PK_CE = 6  # congestion experienced
+PK_ECE = 7  # the ACK echoes congestion
+PK_NEXT = 8  # FIFO / free-list link
+PK_DSACK = 9  # ACK: 1 + the duplicate segment it reports (RFC 2883 D-SACK), 0 if none
+N_PK = 10
+
+# --- event heap (int columns; times in Events.time) --------------------------------------------
+HE_ORDER = 0  # insertion counter: equal times pop first-in first-out
+HE_KIND = 1
+HE_OBJ = 2
+N_HE = 3
+EV_START = np.int64(0)  # obj: sender
+EV_TX_DONE = np.int64(1)  # obj: link (its packet in service is fully serialised)
+EV_ARRIVE = np.int64(2)  # obj: packet (its last bit reaches the far end of its current link)
+EV_TIMER = np.int64(3)  # obj: timer id (see Sim.timers)
+EV_WAKE = np.int64(4)  # obj: sender (a paced sender may emit again)
+
+# --- timers (float) ----------------------------------------------------------------------------
+TM_DEADLINE = 0  # when the timer should fire (inf: off)
+TM_PENDING = 1  # time of the one heap event standing for it (inf: none)
+N_TM = 2
+
+# --- senders: float ----------------------------------------------------------------------------
+SF_CWND = 0  # segments (float: fractional growth accumulates here)
+SF_SSTHRESH = 1  # segments (inf until the first reduction)
+SF_ALPHA = 2  # DCTCP congestion estimate
+SF_ACKED = 3  # DCTCP: segments acknowledged in the current observation window
+SF_ACKED_ECE = 4  # DCTCP: ... of which carried an ECN echo
+SF_SRTT = 5  # s
+SF_RTTVAR = 6  # s
+SF_RTO = 7  # s, current retransmission timeout (backed off)
+SF_NEXT_SEND = 8  # s, earliest time the sender may emit (pacing; 0 for window-based senders)
+SF_BASE_RTT = 9  # s, base RTT of its best path (the "handshake" RTT sample)
+SF_PRR_DELIVERED = 10  # segments delivered since the window reduction began (RFC 6937)
+SF_PRR_OUT = 11  # segments sent since then
+SF_RECOVER_FS = 12  # flight size when it began
+SF_START = 13  # s
+SF_LAST_BYTES = 14  # wire bytes of the last segment of a finite flow
+SF_SENT_BYTES = 15  # cumulative wire bytes of data sent
+SF_RTT_SUM = 16  # RTT samples in the current sample interval
+SF_RTT_COUNT = 17
+SF_RTT_LAST = 18
+SF_PRIOR_CWND = 19  # cwnd and ssthresh before the last fast retransmit (undone if spurious)
+SF_PRIOR_SSTHRESH = 20
+SF_DROPPED = 21  # packets of this sender (data and its ACKs) dropped in the network
+SF_EPISODE_START = 22  # s, when the last fast recovery began
+N_SF = 23
+# senders: int
+SI_PHASE = 0  # WAITING / RUNNING / DONE
+SI_CA = 1  # CA_* state
+SI_UNA = 2  # first unacknowledged segment
+SI_NXT = 3  # next new segment to send (reset to UNA after a timeout: go-back-N)
+SI_HIGH = 4  # one past the highest segment ever sent
+SI_RECOVER = 5  # end of the current recovery / CWR episode (HIGH when it began)
+SI_RECOVER_ACTIVE = 6  # a loss episode is not yet fully acknowledged (RFC 6582 guard)
+SI_DUPACKS = 7
+SI_RTX = 8  # segment to retransmit next, or -1
+SI_ALPHA_SEQ = 9  # DCTCP: update alpha when UNA reaches this (-1: not yet set)
+SI_FIRST_PARTIAL = 10  # the next partial ACK is the first of this recovery (restarts the RTO)
+SI_BACKOFF = 11  # consecutive timeouts
+SI_WAKE_PENDING = 12  # a wake-up event is scheduled (paced senders)
+SI_CC = 13  # CC_* code
+SI_ECT = 14  # sends ECN-capable packets
+SI_CONNECTION = 15  # flow (connection) index
+SI_NIC = 16  # egress link of its host
+SI_SEGMENTS = 17  # segments in the flow (huge for an endless flow)
+SI_PATH_FIRST = 18  # its paths: Senders.paths[PATH_FIRST:PATH_END]
+SI_PATH_END = 19
+SI_SACKED = 20  # duplicate ACKs since UNA last advanced: segments the receiver holds above it
+SI_REORDERING = 21  # duplicate ACKs that signal a loss (3; raised when reordering is seen)
+SI_UNDO_RETRANS = 22  # retransmissions of the last fast recovery not yet reported duplicate
+SI_EPISODE_DUPACKS = 23  # duplicate ACKs in the last fast recovery (reordering extent)
+N_SI = 24
+
+# --- receivers ---------------------------------------------------------------------------------
+RI_NXT = 0  # next in-order segment expected
+RI_PENDING = 1  # segments received but not yet acknowledged (delayed ACK)
+RI_CE = 2  # DCTCP CE state: CE bit of the last data packet
+RI_PATH = 3  # path of the last data packet (its reverse carries the ACK)
+RI_OOO = 4  # out-of-order segments held
+N_RI = 5
+RF_DELIVERED = 0  # bytes delivered in order to the application
+RF_COMPLETION = 1  # s, when the last byte was delivered (inf until then)
+N_RF = 2
+
+# --- recorder columns ------------------------------------------------------------------------
+RL_QUEUE = 0  # bytes at the sample instant
+RL_QUEUE_MIN = 1
+RL_QUEUE_MAX = 2
+RL_ARRIVAL = 3  # bytes/s over the interval
+RL_DEPARTURE = 4
+RL_DROP = 5
+RL_MARK = 6
+N_RL = 7
+RS_CWND = 0  # bytes
+RS_SSTHRESH = 1  # bytes
+RS_RTT = 2  # s
+RS_ALPHA = 3
+RS_DELIVERED = 4  # cumulative bytes
+RS_SENT = 5  # cumulative bytes
+RS_DROPPED = 6  # cumulative packets
+N_RS = 7
+
+# --- global counters and status (Sim.ctl) ------------------------------------------------------
+CTL_HEAP_SIZE = 0
+CTL_ORDER = 1  # next event insertion number
+CTL_FREE = 2  # head of the packet free list
+CTL_STATUS = 3
+CTL_EVENTS = 4  # events processed
+CTL_HOPS = 5  # packets fully serialised onto a link (packet-hops)
+CTL_DROPS = 6
+N_CTL = 7
+STATUS_OK = 0
+STATUS_OUT_OF_EVENTS = 1
+STATUS_OUT_OF_PACKETS = 2
+
+
+class Links(NamedTuple):
+    param: np.ndarray  # (L, N_LP)
+    f: np.ndarray  # (L, N_LF)
+    i: np.ndarray  # (L, N_LI)
+    nic_first: np.ndarray  # (L+1,) CSR into nic_senders: the senders a NIC pulls from
+    nic_senders: np.ndarray
+
+
+class Paths(NamedTuple):
+    i: np.ndarray  # (P, N_PI)
+    links: np.ndarray  # flattened link indices
+
+
+class Packets(NamedTuple):
+    i: np.ndarray  # (N, N_PK)
+    size: np.ndarray  # (N,) bytes on the wire (link-layer framing not counted)
+
+
+class Events(NamedTuple):
+    time: np.ndarray  # (E,)
+    i: np.ndarray  # (E, N_HE)
+
+
+class Senders(NamedTuple):
+    f: np.ndarray  # (S, N_SF)
+    i: np.ndarray  # (S, N_SI)
+    paths: np.ndarray  # flattened path ids of every sender
+    cumweight: np.ndarray  # cumulative split weights (spraying), 1 at each sender's last path
+    sent_at: np.ndarray  # (S, ring) s, last transmission of the segment in this slot
+    resent: np.ndarray  # (S, ring) int8: that transmission was a retransmission (Karn)
+
+
+class Receivers(NamedTuple):
+    i: np.ndarray  # (S, N_RI)
+    f: np.ndarray  # (S, N_RF)
+    have: np.ndarray  # (S, ring) int8: out-of-order segment held
+
+
+class Recorder(NamedTuple):
+    links: np.ndarray  # (R, L, N_RL)
+    senders: np.ndarray  # (R, S, N_RS)
+
+
+class Config(NamedTuple):
+    mss: float  # bytes on the wire of a full data packet
+    ack_bytes: float
+    header_bytes: float  # link-layer framing per packet: serialisation time only
+    host_jitter: float  # NIC gap before a data packet, uniform in [0, this x its tx time)
+    min_rto: float
+    max_rto: float
+    delack_timeout: float
+    delayed_ack: int
+    growth: int  # GROW_* mode
+    ack_ratio: float
+    g: float
+    init_cwnd: float  # segments
+    min_cwnd: float
+    ssthresh: float
+    ring: int  # power of two: segment slots per sender (also its largest window)
+    interval: float  # sample interval, s
+    records: int
+    seed: int
+
+
+class Sim(NamedTuple):
+    links: Links
+    paths: Paths
+    packets: Packets
+    events: Events
+    timers: np.ndarray  # (T, N_TM): [0, S) RTO, [S, 2S) delayed ACK, [2S, 3S) cc timer
+    senders: Senders
+    receivers: Receivers
+    recorder: Recorder
+    ctl: np.ndarray  # (N_CTL,)
+    cfg: Config
+
+
+def packet_pool(size: int) -> Packets:
+    """A pool of `size` packet records, all on the free list (`ctl[CTL_FREE]` = 0)."""
+    table = np.zeros((size, N_PK), np.int64)
+    table[:, PK_NEXT] = np.arange(1, size + 1)
+    table[-1, PK_NEXT] = -1
+    return Packets(i=table, size=np.zeros(size))
+
+
+def event_heap(size: int) -> Events:
+    return Events(time=np.zeros(size), i=np.zeros((size, N_HE), np.int64))

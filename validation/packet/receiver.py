@@ -1,0 +1,122 @@
+"""The TCP receiver: in-order delivery, delayed ACKs and DCTCP's congestion echo.
+
+- In-order data advances `RI_NXT` (through any out-of-order segments already held, kept in a
+  ring of `ring` slots) and counts as delivered to the application. An ACK goes out every
+  `delayed_ack` in-order segments, or when the delayed-ACK timer (`delack_timeout`) expires.
+- Out-of-order or duplicate data, and data that fills a hole, are acknowledged at once
+  (RFC 5681 section 4.2), so that the sender sees duplicate ACKs.
+- ECN (ECN-capable flows): every ACK carries ECE = the CE bit of the last data packet; when that
+  bit changes while an ACK is being delayed, the pending segments are acknowledged at once with
+  the old value (DCTCP's receiver state machine, RFC 8257 section 3.2; ns-3 TcpDctcp). Classic
+  ECN senders (Reno) react once per window whichever echo scheme the receiver uses.
+- Every ACK is `ack_bytes` on the wire and returns along the reverse of the path of the data
+  packet that triggered it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pathflow.validation.packet.events import arm_timer, cancel_timer
+from pathflow.validation.packet.jit import kernel
+from pathflow.validation.packet.layout import (
+    ACK,
+    PI_REVERSE,
+    PI_START,
+    PK_DSACK,
+    PK_ECE,
+    RF_COMPLETION,
+    RF_DELIVERED,
+    RI_CE,
+    RI_NXT,
+    RI_OOO,
+    RI_PATH,
+    RI_PENDING,
+    SF_LAST_BYTES,
+    SI_ECT,
+    SI_SEGMENTS,
+    TM_DEADLINE,
+)
+from pathflow.validation.packet.links import enqueue
+from pathflow.validation.packet.packets import new_packet
+
+__all__ = ["on_data", "on_delack_timer", "send_ack"]
+
+
+@kernel
+def _delack_timer(sim, s: int) -> int:
+    return sim.senders.i.shape[0] + s
+
+
+@kernel
+def send_ack(sim, s: int, ece: int, dsack: int, now: float) -> None:
+    """Acknowledge everything received in order so far; `dsack`: 1 + the segment that just
+    arrived a second time (0: none)."""
+    ri, paths = sim.receivers.i, sim.paths
+    back = paths.i[ri[s, RI_PATH], PI_REVERSE]
+    p = new_packet(sim, ACK, s, ri[s, RI_NXT], sim.cfg.ack_bytes, back,
+                   sim.senders.i[s, SI_ECT])
+    if p < 0:
+        return
+    sim.packets.i[p, PK_ECE] = ece
+    sim.packets.i[p, PK_DSACK] = dsack
+    ri[s, RI_PENDING] = 0
+    cancel_timer(sim, _delack_timer(sim, s))
+    enqueue(sim, paths.links[paths.i[back, PI_START]], p, now)
+
+
+@kernel
+def _deliver(sim, s: int, seq: int, now: float) -> None:
+    rf = sim.receivers.f
+    last = sim.senders.i[s, SI_SEGMENTS] - 1
+    rf[s, RF_DELIVERED] += sim.senders.f[s, SF_LAST_BYTES] if seq == last else sim.cfg.mss
+    if seq == last:
+        rf[s, RF_COMPLETION] = now
+
+
+@kernel
+def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
+    """Data segment `seq` of sender s arrives (CE bit `ce`, over `path`)."""
+    ri, have, cfg = sim.receivers.i, sim.receivers.have, sim.cfg
+    ecn = sim.senders.i[s, SI_ECT] != 0
+    ri[s, RI_PATH] = path
+    if ecn and ce != ri[s, RI_CE]:
+        if ri[s, RI_PENDING] > 0:
+            send_ack(sim, s, ri[s, RI_CE], 0, now)  # acknowledge the pending data, old echo
+        ri[s, RI_CE] = ce
+    echo = ri[s, RI_CE] if ecn else 0
+    nxt = ri[s, RI_NXT]
+    mask = cfg.ring - 1
+    if seq == nxt:
+        filled_hole = ri[s, RI_OOO] > 0
+        _deliver(sim, s, nxt, now)
+        nxt += 1
+        while ri[s, RI_OOO] > 0 and have[s, nxt & mask]:
+            have[s, nxt & mask] = 0
+            ri[s, RI_OOO] -= 1
+            _deliver(sim, s, nxt, now)
+            nxt += 1
+        ri[s, RI_NXT] = nxt
+        ri[s, RI_PENDING] += 1
+        if filled_hole or ri[s, RI_PENDING] >= cfg.delayed_ack:
+            send_ack(sim, s, echo, 0, now)
+        else:
+            timer = _delack_timer(sim, s)
+            if sim.timers[timer, TM_DEADLINE] == math.inf:
+                arm_timer(sim, timer, now + cfg.delack_timeout)
+    elif seq > nxt:
+        duplicate = have[s, seq & mask]
+        if not duplicate:
+            have[s, seq & mask] = 1
+            ri[s, RI_OOO] += 1
+        send_ack(sim, s, echo, seq + 1 if duplicate else 0, now)  # duplicate ACK
+    else:
+        send_ack(sim, s, echo, seq + 1, now)  # a copy of data already delivered: D-SACK
+
+
+@kernel
+def on_delack_timer(sim, s: int, now: float) -> None:
+    ri = sim.receivers.i
+    if ri[s, RI_PENDING] > 0:
+        echo = ri[s, RI_CE] if sim.senders.i[s, SI_ECT] else 0
+        send_ack(sim, s, echo, 0, now)

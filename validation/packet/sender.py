@@ -1,0 +1,395 @@
+"""The TCP sender: what to send next, and what an ACK or a timeout does to the sender's state.
+
+Segments are numbered 0, 1, 2, ... and all but a finite flow's last are `mss` bytes on the
+wire. The sender is NewReno (RFC 5681, RFC 6582) without SACK, with the pieces of Linux and ns-3
+that shape queues at packet level:
+
+- Sending: while the flight `NXT - UNA` (less the segments that duplicate ACKs report as
+  received, i.e. limited transmit, RFC 3042) is below cwnd, and below the receive ring
+  (`ring - 1` segments, a receive-window cap).
+- Growth: slow start and congestion avoidance through `cc.window_increase`, only while the
+  window limits the sender (flight >= cwnd, or in slow start cwnd < 2 flight: Linux's
+  tcp_is_cwnd_limited). A sender held back by its NIC does not grow its window, as in the
+  fluid model.
+- Loss: `SI_REORDERING` (3) duplicate ACKs trigger fast retransmit, ssthresh =
+  max(cwnd * loss_factor, min_cwnd), cwnd = ssthresh + duplicates, +1 per further duplicate
+  (window inflation); a partial ACK retransmits the next hole and deflates the window, the
+  first one restarts the RTO (the "impatient" variant, as ns-3); the full ACK ends recovery
+  with cwnd = ssthresh. ACKs that only report a duplicate segment (D-SACK) are not duplicate
+  ACKs.
+- Reordering (per-packet spraying): when D-SACKs show that every retransmission of a fast
+  recovery was a copy of data that had arrived after all, the reduction is undone and the
+  duplicate-ACK threshold is raised to the reordering seen, at most 300 (Linux's D-SACK undo
+  and tcp_reordering).
+- ECN: an echo on an ACK of new data in the Open state sets ssthresh = max(cwnd *
+  mark_factor, min_cwnd) and enters CWR: the window shrinks to ssthresh over the round trip by
+  proportional rate reduction (RFC 6937, as Linux and ns-3), with no growth and no further
+  reduction until an ACK passes everything sent before the echo (ns-3's rule, ack > RECOVER),
+  when cwnd = ssthresh. Both details matter at packet level: with an immediate cut, or with
+  Linux's exit at ack = RECOVER, DCTCP's queue in the ns-3 cross-checks sat 1 to 2 packets
+  off ns-3's.
+- Timeout (RFC 6298: srtt, rttvar, RTO = max(min_rto, srtt + 4 rttvar), doubled per
+  consecutive timeout, Karn's rule for samples): ssthresh = max(cwnd * loss_factor, min_cwnd)
+  if it strikes in the Open state (Linux: a window already reduced in recovery or CWR, or by
+  an earlier timeout, is not reduced again), cwnd = 1 segment, go-back-N from UNA.
+
+The connection is taken as established when the flow starts (no handshake); the RTT estimator
+starts from the path's base RTT, the sample a handshake would have given.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pathflow.validation.packet import cc
+from pathflow.validation.packet.events import arm_timer, cancel_timer, push_event
+from pathflow.validation.packet.jit import kernel
+from pathflow.validation.packet.layout import (
+    CA_CWR,
+    CA_LOSS,
+    CA_OPEN,
+    CA_RECOVERY,
+    DATA,
+    DONE,
+    EV_WAKE,
+    RUNNING,
+    SF_BASE_RTT,
+    SF_CWND,
+    SF_EPISODE_START,
+    SF_LAST_BYTES,
+    SF_NEXT_SEND,
+    SF_PRIOR_CWND,
+    SF_PRIOR_SSTHRESH,
+    SF_PRR_DELIVERED,
+    SF_PRR_OUT,
+    SF_RECOVER_FS,
+    SF_RTO,
+    SF_RTT_COUNT,
+    SF_RTT_LAST,
+    SF_RTT_SUM,
+    SF_RTTVAR,
+    SF_SENT_BYTES,
+    SF_SRTT,
+    SF_SSTHRESH,
+    SI_BACKOFF,
+    SI_CA,
+    SI_DUPACKS,
+    SI_ECT,
+    SI_EPISODE_DUPACKS,
+    SI_FIRST_PARTIAL,
+    SI_HIGH,
+    SI_NXT,
+    SI_PATH_END,
+    SI_PATH_FIRST,
+    SI_PHASE,
+    SI_RECOVER,
+    SI_RECOVER_ACTIVE,
+    SI_REORDERING,
+    SI_RTX,
+    SI_SACKED,
+    SI_SEGMENTS,
+    SI_UNA,
+    SI_UNDO_RETRANS,
+    SI_WAKE_PENDING,
+    TM_DEADLINE,
+)
+from pathflow.validation.packet.packets import new_packet
+
+__all__ = ["can_send", "emit", "on_ack", "on_timeout", "start_flow"]
+
+MAX_REORDERING = 300  # Linux tcp_max_reordering
+
+
+@kernel
+def _update_rto(sim, s: int, sample: float) -> None:
+    """RFC 6298 estimator; the timeout is not backed off after a fresh sample."""
+    f = sim.senders.f
+    if f[s, SF_SRTT] <= 0.0:
+        f[s, SF_SRTT] = sample
+        f[s, SF_RTTVAR] = sample / 2.0
+    else:
+        f[s, SF_RTTVAR] = 0.75 * f[s, SF_RTTVAR] + 0.25 * abs(f[s, SF_SRTT] - sample)
+        f[s, SF_SRTT] = 0.875 * f[s, SF_SRTT] + 0.125 * sample
+    rto = f[s, SF_SRTT] + 4.0 * f[s, SF_RTTVAR]
+    f[s, SF_RTO] = min(max(rto, sim.cfg.min_rto), sim.cfg.max_rto)
+
+
+@kernel
+def start_flow(sim, s: int, now: float) -> None:
+    f, cfg = sim.senders.f, sim.cfg
+    sim.senders.i[s, SI_PHASE] = RUNNING
+    f[s, SF_CWND] = cfg.init_cwnd
+    f[s, SF_SSTHRESH] = cfg.ssthresh
+    _update_rto(sim, s, f[s, SF_BASE_RTT])
+
+
+@kernel
+def can_send(sim, s: int, now: float) -> bool:
+    """Whether sender s has a segment it may put on the wire now."""
+    f, i = sim.senders.f, sim.senders.i
+    if i[s, SI_PHASE] != RUNNING:
+        return False
+    ready = f[s, SF_NEXT_SEND]
+    if ready > now:  # paced (rate-based senders): ask to be woken
+        if i[s, SI_WAKE_PENDING] == 0:
+            i[s, SI_WAKE_PENDING] = 1
+            push_event(sim, ready, EV_WAKE, s)
+        return False
+    if i[s, SI_RTX] >= 0:
+        return True
+    nxt = i[s, SI_NXT]
+    window = min(int(f[s, SF_CWND]), sim.cfg.ring - 1)
+    if nxt >= i[s, SI_SEGMENTS] or nxt - i[s, SI_UNA] >= sim.cfg.ring - 1:
+        return False
+    flight = nxt - i[s, SI_UNA]
+    if i[s, SI_CA] != CA_RECOVERY:
+        flight -= i[s, SI_SACKED]  # limited transmit: those have left the network
+    return flight < window
+
+
+@kernel
+def _choose_path(sim, s: int) -> int:
+    snd = sim.senders
+    first, last = snd.i[s, SI_PATH_FIRST], snd.i[s, SI_PATH_END]
+    if last - first == 1:
+        return snd.paths[first]
+    u = np.random.random()
+    for k in range(first, last - 1):  # per-packet spraying by split weight
+        if u < snd.cumweight[k]:
+            return snd.paths[k]
+    return snd.paths[last - 1]
+
+
+@kernel
+def emit(sim, s: int, now: float) -> int:
+    """The next data packet of sender s (call only when `can_send`); -1 if the pool is empty."""
+    f, i, cfg = sim.senders.f, sim.senders.i, sim.cfg
+    seq = i[s, SI_RTX]
+    if seq >= 0:
+        i[s, SI_RTX] = -1
+    else:
+        seq = i[s, SI_NXT]
+        i[s, SI_NXT] = seq + 1
+    size = f[s, SF_LAST_BYTES] if seq == i[s, SI_SEGMENTS] - 1 else cfg.mss
+    p = new_packet(sim, DATA, s, seq, size, _choose_path(sim, s), i[s, SI_ECT])
+    if p < 0:
+        return -1
+    slot = seq & (cfg.ring - 1)
+    sim.senders.sent_at[s, slot] = now
+    sim.senders.resent[s, slot] = 1 if seq < i[s, SI_HIGH] else 0
+    if seq >= i[s, SI_HIGH]:
+        i[s, SI_HIGH] = seq + 1
+    elif i[s, SI_CA] == CA_RECOVERY and i[s, SI_UNDO_RETRANS] >= 0:
+        i[s, SI_UNDO_RETRANS] += 1
+    if i[s, SI_CA] == CA_CWR:
+        f[s, SF_PRR_OUT] += 1.0
+    f[s, SF_SENT_BYTES] += size
+    if sim.timers[s, TM_DEADLINE] == math.inf:  # RFC 6298 (5.1): start the timer if it is off
+        arm_timer(sim, s, now + f[s, SF_RTO])
+    return p
+
+
+@kernel
+def _rtt_sample(sim, s: int, ack: int, now: float) -> None:
+    snd = sim.senders
+    slot = (ack - 1) & (sim.cfg.ring - 1)
+    if snd.resent[s, slot]:
+        return  # Karn: ambiguous
+    sample = now - snd.sent_at[s, slot]
+    _update_rto(sim, s, sample)
+    snd.f[s, SF_RTT_SUM] += sample
+    snd.f[s, SF_RTT_COUNT] += 1.0
+    snd.f[s, SF_RTT_LAST] = sample
+
+
+@kernel
+def _enter_recovery(sim, s: int, now: float) -> None:
+    """Fast retransmit (RFC 6582 step 2). Coming from CWR the window was already reduced for
+    this episode, so ssthresh stays (Linux: no second reduction)."""
+    f, i = sim.senders.f, sim.senders.i
+    f[s, SF_PRIOR_CWND] = f[s, SF_CWND]
+    f[s, SF_PRIOR_SSTHRESH] = f[s, SF_SSTHRESH]
+    if i[s, SI_CA] != CA_CWR:
+        f[s, SF_SSTHRESH] = max(f[s, SF_CWND] * cc.loss_factor(sim, s), sim.cfg.min_cwnd)
+    i[s, SI_CA] = CA_RECOVERY
+    i[s, SI_RECOVER] = i[s, SI_HIGH]
+    i[s, SI_RECOVER_ACTIVE] = 1
+    i[s, SI_FIRST_PARTIAL] = 1
+    i[s, SI_UNDO_RETRANS] = 0
+    i[s, SI_EPISODE_DUPACKS] = i[s, SI_DUPACKS]
+    f[s, SF_EPISODE_START] = now
+    i[s, SI_SACKED] = 0
+    f[s, SF_CWND] = f[s, SF_SSTHRESH] + i[s, SI_DUPACKS]
+    i[s, SI_RTX] = i[s, SI_UNA]
+
+
+@kernel
+def _retransmitted_in_episode(sim, s: int, seq: int) -> bool:
+    """Whether the last transmission of `seq` was a retransmission of the current (or last)
+    fast recovery, so that a D-SACK for it proves that retransmission unnecessary."""
+    snd = sim.senders
+    if seq < snd.i[s, SI_UNA] - sim.cfg.ring + 1 or seq >= snd.i[s, SI_HIGH]:
+        return False
+    slot = seq & (sim.cfg.ring - 1)
+    return snd.resent[s, slot] == 1 and snd.sent_at[s, slot] >= snd.f[s, SF_EPISODE_START]
+
+
+@kernel
+def _undo(sim, s: int) -> None:
+    """Every retransmission of the last fast recovery reached the receiver as a duplicate: the
+    "loss" was reordering. Restore the window and raise the duplicate-ACK threshold to the
+    reordering seen (Linux's D-SACK undo and tcp_reordering, at most MAX_REORDERING)."""
+    f, i = sim.senders.f, sim.senders.i
+    f[s, SF_CWND] = max(f[s, SF_CWND], f[s, SF_PRIOR_CWND])
+    f[s, SF_SSTHRESH] = max(f[s, SF_SSTHRESH], f[s, SF_PRIOR_SSTHRESH])
+    seen = i[s, SI_EPISODE_DUPACKS] + 1
+    i[s, SI_REORDERING] = min(max(i[s, SI_REORDERING], seen), MAX_REORDERING)
+    i[s, SI_UNDO_RETRANS] = -1
+    if i[s, SI_CA] == CA_RECOVERY or i[s, SI_CA] == CA_CWR:  # withdraw the reduction
+        i[s, SI_CA] = CA_OPEN
+        i[s, SI_RECOVER_ACTIVE] = 0
+
+
+@kernel
+def _on_dupack(sim, s: int, now: float) -> None:
+    f, i = sim.senders.f, sim.senders.i
+    ca = i[s, SI_CA]
+    if ca == CA_LOSS:
+        return  # after a timeout duplicates are ambiguous (ns-3, RFC 6582 without SACK)
+    if ca == CA_RECOVERY:
+        f[s, SF_CWND] += 1.0  # window inflation: one more segment has left the network
+        i[s, SI_EPISODE_DUPACKS] += 1
+        return
+    i[s, SI_DUPACKS] += 1
+    i[s, SI_SACKED] += 1
+    fresh = i[s, SI_RECOVER_ACTIVE] == 0 or i[s, SI_UNA] >= i[s, SI_RECOVER]
+    if i[s, SI_DUPACKS] == i[s, SI_REORDERING] and fresh:
+        _enter_recovery(sim, s, now)
+
+
+@kernel
+def _on_ecn_echo(sim, s: int) -> None:
+    """Enter CWR: the window is to shrink to ssthresh = max(cwnd * mark_factor, min_cwnd) over
+    the next round trip (proportional rate reduction, `_prr`)."""
+    f, i = sim.senders.f, sim.senders.i
+    f[s, SF_SSTHRESH] = max(f[s, SF_CWND] * cc.mark_factor(sim, s), sim.cfg.min_cwnd)
+    i[s, SI_CA] = CA_CWR
+    i[s, SI_RECOVER] = i[s, SI_HIGH]
+    f[s, SF_PRR_DELIVERED] = 0.0
+    f[s, SF_PRR_OUT] = 0.0
+    f[s, SF_RECOVER_FS] = i[s, SI_NXT] - i[s, SI_UNA]
+
+
+@kernel
+def _prr(sim, s: int, delivered: int) -> None:
+    """Proportional rate reduction (RFC 6937, as ns-3's TcpPrrRecovery and Linux): while the
+    flight exceeds ssthresh, send ssthresh / RecoverFS segments per segment delivered; below it,
+    catch up at most as fast as data is delivered (the conservative bound). At least one
+    segment when the reduction starts."""
+    f, i = sim.senders.f, sim.senders.i
+    f[s, SF_PRR_DELIVERED] += delivered
+    flight = i[s, SI_NXT] - i[s, SI_UNA]
+    ssthresh = f[s, SF_SSTHRESH]
+    if flight > ssthresh:
+        quota = f[s, SF_PRR_DELIVERED] * ssthresh / max(f[s, SF_RECOVER_FS], 1.0)
+        send = math.ceil(quota - 1e-9) - f[s, SF_PRR_OUT]
+    else:
+        send = min(ssthresh - flight, max(f[s, SF_PRR_DELIVERED] - f[s, SF_PRR_OUT], delivered))
+    if f[s, SF_PRR_OUT] == 0.0:
+        send = max(send, 1.0)
+    f[s, SF_CWND] = flight + max(send, 0.0)
+
+
+@kernel
+def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
+    """An ACK (cumulative: the next segment the receiver expects; `dsack`: it reports a
+    duplicate segment) reaches sender s."""
+    f, i = sim.senders.f, sim.senders.i
+    if i[s, SI_PHASE] != RUNNING:
+        return
+    if dsack and i[s, SI_UNDO_RETRANS] > 0 and _retransmitted_in_episode(sim, s, dsack - 1):
+        i[s, SI_UNDO_RETRANS] -= 1
+        if i[s, SI_UNDO_RETRANS] == 0:
+            _undo(sim, s)
+    una = i[s, SI_UNA]
+    if ack < una:
+        return  # stale
+    acked = ack - una
+    cwnd = f[s, SF_CWND]
+    flight = i[s, SI_NXT] - una
+    limited = flight >= int(cwnd) or (cwnd < f[s, SF_SSTHRESH] and cwnd < 2 * flight)
+    if i[s, SI_CA] == CA_CWR and ack > i[s, SI_RECOVER]:
+        i[s, SI_CA] = CA_OPEN  # everything sent before the reduction is acknowledged (ns-3)
+        f[s, SF_CWND] = f[s, SF_SSTHRESH]
+    if acked > 0 and ece and i[s, SI_ECT] and i[s, SI_CA] == CA_OPEN:
+        _on_ecn_echo(sim, s)
+    i[s, SI_UNA] = ack
+    if i[s, SI_NXT] < ack:
+        i[s, SI_NXT] = ack  # go-back-N: the receiver already held these
+    if i[s, SI_CA] == CA_CWR:
+        _prr(sim, s, max(acked, 1))
+    cc.on_ack(sim, s, max(acked, 1), ece, ack)
+    if acked == 0:
+        if i[s, SI_HIGH] > una and not dsack:  # a D-SACK reports a copy, not new data
+            _on_dupack(sim, s, now)
+        return
+    # new data acknowledged
+    i[s, SI_SACKED] = 0
+    _rtt_sample(sim, s, ack, now)
+    i[s, SI_BACKOFF] = 0
+    if i[s, SI_RECOVER_ACTIVE] and ack >= i[s, SI_RECOVER]:
+        i[s, SI_RECOVER_ACTIVE] = 0
+    restart_rto = True
+    ca = i[s, SI_CA]
+    if ca == CA_RECOVERY:
+        if ack < i[s, SI_RECOVER]:  # partial ACK: the next hole is lost too
+            i[s, SI_RTX] = ack
+            f[s, SF_CWND] = max(f[s, SF_CWND] - acked + 1.0, 1.0)
+            restart_rto = i[s, SI_FIRST_PARTIAL] == 1
+            i[s, SI_FIRST_PARTIAL] = 0
+        else:
+            i[s, SI_CA] = CA_OPEN
+            f[s, SF_CWND] = f[s, SF_SSTHRESH]
+            i[s, SI_DUPACKS] = 0
+    else:
+        i[s, SI_DUPACKS] = 0
+        if ca == CA_LOSS and ack >= i[s, SI_RECOVER]:
+            i[s, SI_CA] = CA_OPEN
+    ca = i[s, SI_CA]
+    if (ca in (CA_OPEN, CA_LOSS)) and limited:
+        cc.window_increase(sim, s, acked)
+    if ack >= i[s, SI_SEGMENTS]:
+        i[s, SI_PHASE] = DONE
+        cancel_timer(sim, s)
+    elif ack >= i[s, SI_HIGH] and i[s, SI_RTX] < 0:
+        cancel_timer(sim, s)  # nothing outstanding
+    elif restart_rto:
+        arm_timer(sim, s, now + f[s, SF_RTO])
+
+
+@kernel
+def on_timeout(sim, s: int, now: float) -> None:
+    """The retransmission timer of sender s fired."""
+    f, i, cfg = sim.senders.f, sim.senders.i, sim.cfg
+    una = i[s, SI_UNA]
+    if i[s, SI_PHASE] != RUNNING or una >= i[s, SI_HIGH]:
+        return
+    if i[s, SI_CA] == CA_OPEN:
+        # Linux's tcp_enter_loss: reduce from the Open state only. During recovery or CWR the
+        # window was already reduced for this episode (and cwnd is inflated), and repeated
+        # timeouts hold ssthresh (RFC 5681).
+        f[s, SF_SSTHRESH] = max(f[s, SF_CWND] * cc.loss_factor(sim, s), cfg.min_cwnd)
+    f[s, SF_CWND] = 1.0  # the loss window
+    i[s, SI_CA] = CA_LOSS
+    i[s, SI_UNDO_RETRANS] = -1
+    i[s, SI_SACKED] = 0
+    i[s, SI_RECOVER] = i[s, SI_HIGH]
+    i[s, SI_RECOVER_ACTIVE] = 1
+    i[s, SI_NXT] = una
+    i[s, SI_RTX] = -1
+    i[s, SI_DUPACKS] = 0
+    i[s, SI_BACKOFF] += 1
+    f[s, SF_RTO] = min(2.0 * f[s, SF_RTO], cfg.max_rto)
+    arm_timer(sim, s, now + f[s, SF_RTO])
