@@ -36,7 +36,7 @@ min_cwnd keep the floor, as Linux does; a packet-level flow could instead time o
 
 Validation
 ----------
-Validation cases (validation/cases.py, run by tests/test_validation.py): `dctcp_hardware`, the
+Validation cases (validation/cases/fluid.py, run by tests/test_validation.py): `dctcp_hardware`, the
 seed 003 star (2 flows, 100 Mb/s, K = 20) against the hardware queue trace; `dctcp_sawtooth`,
 Q_max and amplitude for N in {2, 8, 32}
 (window form);

@@ -39,7 +39,7 @@ No retransmission timeouts (a fluid flow never stalls), no receive-window limit,
 bursts are averaged: a fluid flow loses the expected fraction, not a burst. Fluid flows with equal
 parameters are synchronised; packet-level flows may not be.
 
-Validation (validation/cases.py, run as tests by tests/test_validation.py): `reno_equilibrium`
+Validation (validation/cases/fluid.py, run as tests by tests/test_validation.py): `reno_equilibrium`
 (p = 2/W^2 on one RED link in ``mean`` form), `dctcp_sawtooth` (DCTCP Q_max and amplitude in
 ``window`` form), `reno_star_ns3` and `dctcp_star_ns3` (Reno sawtooth
 and DCTCP queue against ns-3).

@@ -1,7 +1,7 @@
 """Every registered validation case (closed forms, measured data, ns-3) as a test.
 
 The cases themselves (references, tolerances and their reasons) live in
-`pathflow/validation/cases.py`; `pathflow validate` runs the same functions into a report.
+`pathflow/validation/cases/`; `pathflow validate` runs the same functions into a report.
 """
 
 from __future__ import annotations

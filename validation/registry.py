@@ -89,6 +89,6 @@ def case(name: str, title: str, source: Source, fast: bool = True
 
 def load_cases() -> dict[str, Case]:
     """All registered cases (importing the modules that register them)."""
-    import pathflow.validation.cases  # noqa: F401
+    import pathflow.validation.cases  # noqa: F401  (registers every case module)
 
     return CASES
