@@ -70,3 +70,17 @@ def test_queue_stats_and_loss_cycles_of_a_sawtooth() -> None:
     cycles = loss_cycles(ds, "a->b", warmup=1.0)
     np.testing.assert_allclose(cycles["periods"], 2.0, rtol=1e-3)
     np.testing.assert_allclose(cycles["troughs"] / PACKET, 200, rtol=1e-3)
+
+
+def test_a_noisy_approach_settles_into_its_own_range() -> None:
+    """The exponential approach with white noise of 5 % (a packet-level rate): no sample path
+    stays within +-10 % for long, but it settles once the approach is inside the noise's own
+    range, +-4 sd = +-20 %: at tau ln 5 at the earliest, and a 3.6-sd excursion at most later."""
+    tau, time = 0.01, np.linspace(1e-4, 0.4, 4000)
+    noise = np.random.default_rng(1).normal(0.0, 0.05, (time.size, 2))
+    rate = 1e6 * ((1 - np.exp(-time / tau))[:, None] + noise)
+    ds = synthetic(rate, np.full(time.size, 50 * PACKET), time)
+    assert not convergence_time(ds, smoothing=1e-4, noise=0.0)["settled"]
+    result = convergence_time(ds, smoothing=1e-4)
+    assert result["settled"]
+    assert tau * math.log(5) <= result["time"] <= tau * math.log(50)

@@ -16,43 +16,60 @@ from typing import Literal
 
 from matplotlib.figure import Figure
 
-__all__ = ["CASES", "Case", "CaseResult", "Check", "case", "load_cases"]
+__all__ = ["CASES", "Case", "CaseResult", "Check", "Scale", "case", "load_cases"]
 
 Source = Literal["closed form", "packet", "ns-3", "measured"]
+
+
+Scale = Literal["relative", "absolute", "factor"]
 
 
 @dataclass(frozen=True)
 class Check:
     """One quantity: pathflow's value against a reference, with a stated tolerance.
 
-    `relative` tolerances compare |value - reference| / |reference|; absolute ones compare
-    |value - reference| in `unit`. `why` justifies the tolerance in a few words."""
+    The error is |value - reference| / |reference| on the `relative` scale, |value - reference|
+    in `unit` on the `absolute` scale, and max(value / reference, reference / value) on the
+    `factor` scale ("within a factor of 2": tolerance 2). `why` justifies the tolerance in a few
+    words. A check without a tolerance is *reported*, not claimed: the quantity lies outside
+    the model's stated scope and `why` says which limitation; it is shown, never passed."""
 
     quantity: str
     reference: float
     value: float
-    tolerance: float
+    tolerance: float | None
     unit: str = ""
-    relative: bool = True
+    scale: Scale = "relative"
     why: str = ""
 
     @classmethod
     def band(cls, quantity: str, value: float, low: float, high: float, unit: str = "",
              why: str = "") -> Check:
         """value must lie in [low, high]: the band's centre with its half-width as tolerance."""
-        return cls(quantity, (low + high) / 2, value, (high - low) / 2, unit, relative=False,
+        return cls(quantity, (low + high) / 2, value, (high - low) / 2, unit, "absolute",
                    why=why or f"band [{low:.4g}, {high:.4g}] {unit}".strip())
 
     @property
     def error(self) -> float:
+        if self.scale == "absolute":
+            return abs(self.value - self.reference)
+        if self.scale == "factor":
+            if self.value <= 0 or self.reference <= 0:
+                return 0.0 if self.value == self.reference else math.inf
+            return max(self.value / self.reference, self.reference / self.value)
         difference = abs(self.value - self.reference)
-        if not self.relative:
-            return difference
+        if difference == 0:
+            return 0.0
         return difference / abs(self.reference) if self.reference else math.inf
 
     @property
+    def claimed(self) -> bool:
+        return self.tolerance is not None
+
+    @property
     def passed(self) -> bool:
-        return bool(self.error <= self.tolerance)
+        """Whether a claimed check holds (a reported quantity never passes)."""
+        return self.tolerance is not None and bool(self.error <= self.tolerance)
 
 
 @dataclass

@@ -1,12 +1,16 @@
 """The validation cases, one module per kind of truth; importing this package registers them all
-(`pathflow.validation.registry`).
+(`pathflow.validation.registry`), in the order of the report.
 
-- `fluid`: the fluid model against closed forms, the hardware DCTCP trace and ns-3.
-- `packet`: the packet-level reference simulator against ns-3 and the hardware trace, and the
-  fluid model against the packet-level reference (the fluid-versus-packet error table).
+- `closed_forms`: the fluid model against DCTCP's sawtooth analysis and Reno's equilibrium.
+- `measured`: the fluid model and the packet-level simulator against the hardware DCTCP trace.
+- `ns3`: the fluid model and the packet-level simulator against ns-3.
+- `packet`: the fluid model against the packet-level reference (the error table of issue 3).
 - `calibration`: calibration against the packet-level reference and the hardware trace.
 """
 
-from pathflow.validation.cases import calibration, fluid, packet
+from importlib import import_module
 
-__all__ = ["calibration", "fluid", "packet"]
+MODULES = ("closed_forms", "measured", "ns3", "packet", "calibration")  # the report's order
+
+for _module in MODULES:
+    import_module(f"{__name__}.{_module}")

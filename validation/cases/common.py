@@ -1,0 +1,43 @@
+"""What the case modules share: the shipped scenarios, steady windows and the queue figure."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import xarray as xr
+from matplotlib.figure import Figure
+
+from pathflow import Scenario
+
+__all__ = ["PACKET", "STAR_LINK", "queue_figure", "shipped", "steady_window"]
+
+PACKET = 1500.0  # bytes: the packet size of every case's scenarios
+STAR_LINK = "s0->r0"  # the bottleneck of the star scenarios
+
+
+def shipped(name: str, **updates: object) -> Scenario:
+    """A scenario shipped in `pathflow/scenarios/` (the `examples/` of a checkout), so that the
+    cases run from an installed package, with `updates` ({"run.duration": "3s"})."""
+    text = resources.files("pathflow").joinpath("scenarios", name).read_text()
+    return Scenario.from_toml(text).with_updates(dict(updates))
+
+
+def steady_window(ds: xr.Dataset, warmup: float, link: str = STAR_LINK) -> xr.Dataset:
+    return ds.sel(time=ds.time > warmup, link=link)
+
+
+def queue_figure(series: dict[str, xr.DataArray], title: str, window: float | None = None
+                 ) -> Figure:
+    """Queues (packets) over time; with `window`, each series from its own start for that long."""
+    fig = Figure(figsize=(8, 3.2))
+    ax = fig.subplots()
+    for label, queue in series.items():
+        time = queue.time.values - float(queue.time[0]) if window else queue.time.values
+        mask = time <= window if window else slice(None)
+        ax.plot(time[mask], queue.values[mask], lw=0.9, label=label)
+    ax.set_xlabel("time (s)" if not window else "time from the window's start (s)")
+    ax.set_ylabel("queue (packets)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
