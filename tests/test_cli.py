@@ -46,11 +46,46 @@ def test_run_prints_summary_and_writes_dataset(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     for needle in ("h0 -> r0", "Jain", "s0->r0", "Convergence", "Invariants", "all hold"):
         assert needle in result.output
+    assert result.output.startswith("tiny: 2 flows, 6 links, 20 ms simulated (fluid model, dt =")
     ds = xr.open_dataset(out)
     assert ds.queue.attrs["units"] == "bytes"
     assert set(ds.dims) >= {"time", "link", "flow", "subflow"}
     assert "invariants" in ds.attrs and "tiny" in ds.attrs["scenario"]
     assert (tmp_path / "r.png").stat().st_size > 10_000
+
+
+def test_run_packet_engine(tmp_path: Path) -> None:
+    """--engine packet: the packet simulator's Dataset, the same table and outputs."""
+    out = tmp_path / "p.nc"
+    result = runner.invoke(app, ["run", str(write(tmp_path, GOOD)), "--engine", "packet", "-q",
+                                 "-o", str(out), "--plot", str(tmp_path / "p.png")])
+    assert result.exit_code == 0, result.output
+    header = " ".join(result.output.split("Flows (steady window)")[0].split())
+    assert header.startswith("tiny: 2 flows, 6 links, 20 ms simulated (packet simulator, ")
+    assert "packet hops" in header and "sampled every 10 us" in header
+    for needle in ("h0 -> r0", "h1 -> r0", "Jain", "Convergence", "all hold", f"wrote {out}"):
+        assert needle in result.output
+    bottleneck = next(line for line in result.output.splitlines() if line.startswith("│ s0->r0"))
+    assert "100.0%" in bottleneck and "pkt" in bottleneck
+    ds = xr.open_dataset(out)
+    assert ds.attrs["engine"] == "pathflow packet" and ds.attrs["packet_hops"] > 1000
+    assert ds.queue.attrs["units"] == "bytes" and set(ds.dims) >= {"time", "link", "flow"}
+    queue = ds.queue.sel(link="s0->r0", time=ds.time > 5e-3) / 1500
+    assert 10 < float(queue.mean()) < 25  # DCTCP holds the queue near K = 20 packets
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--engine", "ns3"], "error: --engine: unknown engine 'ns3'; allowed: fluid, packet"),
+    (["--engine", "packet", "--check-dt"], "error: --check-dt: applies to --engine fluid only"),
+])
+def test_bad_engine_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["run", str(write(tmp_path, GOOD)), *args,
+                                 "-o", str(tmp_path / "r.nc")])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(message), result.output
+    assert not (tmp_path / "r.nc").exists()
 
 
 BAD = [

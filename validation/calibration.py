@@ -85,20 +85,53 @@ Limits and findings
   troughs, which the autocorrelation (period) separates. init_cwnd only acts in the start-up.
   Unidentifiable parameters show as large uncertainties.
 - The calibrated model runs at the starting scenario's dt; the written scenario recompiles with
-  its own default dt unless `[run] dt` is set (on the hardware fits the rerun's loss differs by
-  1 to 3 %).
+  its own default dt unless `[run] dt` is set (the rerun's loss differs by 1 to 3 % on the
+  hardware fits, below 0.5 % on the packet-level ones).
+- What a fit of base_rtt and threshold removes, in the loss's parts (quantile offset
+  mean(r)^2, quantile shape var(r), autocorrelation): the offset, and little else. Both truths
+  below differ from the fluid model in the shape of the queue's distribution, which no
+  parameter here controls; the case texts (`validation/cases/calibration.py`) give the
+  physics.
 - The hardware DCTCP trace (seed 003 star, 8 Hz samples: quantiles only): the default model's
-  queue sits about 0.4 packet high; fitting base_rtt and threshold gives K = 19.6 +- 0.3
-  packets of 1500 B (29.5 KB, 19.5 hardware frames: the switch marks a little earlier than
-  "q > 20 packets") and no extra base RTT (0.01 +- 0.03 ms, at the bound), halving the loss
-  (0.22 -> 0.11 packets^2); what remains is shape (the hardware's distribution is narrower).
-  Adding g adds a flat direction and the fit gets no better (it stopped at 0.13).
+  queue sits 0.36 packet high; loss 0.226 packets^2 = offset 0.111 + shape 0.115. The default
+  budget gives K = 19.67 +- 0.39 packets of 1500 B (29.5 KB, 19.5 hardware frames: the switch
+  marks a little earlier than "q > 20 packets") and no extra base RTT (0.009 +- 0.035 ms, at
+  the bound), loss 0.105 packets^2 (2.2x lower; seeds 0-3: 0.104-0.105); what remains is the
+  shape (the hardware's distribution is narrower: sd 1.11 vs 1.25 packets). The small budget
+  of the tests stops at 0.123 (base RTT 0.11 +- 0.19 ms). Adding g adds a flat direction and
+  the fit gets no better (it stopped at 0.13).
+- The packet-level reference, 8:1 DCTCP incast at 1 Gb/s (K = 65 packets, trace 1 s at
+  20 us: quantiles, autocovariance and rate): the default model's queue sits 1.7 packets high
+  and swings less (sd 3.8 vs 5.8 packets); loss 8.1-9.7 packets^2 over packet seeds 1-6
+  (seed 1: offset 2.7 + shape 3.2 + autocorrelation 2.2). The fit: K = 62.8-63.4 +- 0.7-0.8
+  packets, extra base RTT at most 0.004 ms (at the bound), loss 4.2-5.6 packets^2 (1.6-2.0x
+  lower): the offset goes, the autocorrelation falls to 1.3 (period 4.1 -> 4.0 ms, the
+  packet run's is 3.8), the shape stays (3.5). The fluid sawtooth is narrower because its
+  identical flows cut together and its rate W/R follows a window cut only as the queue
+  drains; the packet-level ACK clock keeps the data in flight at the window. What would
+  widen it, g = 0.1 (an 11 ms cycle) or 0.3 ms more base RTT (a 6.6 ms period), the
+  autocorrelation rejects. With quantiles alone (`loss="quantiles"`, seed 1) the fit widens
+  it with unphysical values: 0.42 ms more base RTT (6x the path's 0.067 ms; quantile loss
+  5.9 -> 0.51 packets^2), or, fitting g and K, g = 0.0145 (0.29). On the seed 003 star
+  against its packet-level trace (4 s at 100 us) the fluid queue is already centred (mean
+  19.5 vs 20.0 packets) and the misfit is the packet queue's wider swing (sd 1.68 vs 1.27
+  packets): K = 20.43 +- 0.18, no extra RTT, loss 0.91 -> 0.74 packets^2 (1.24x).
+- A model-form difference no parameter represents: at the incast limit (80 flows at 10 Gb/s,
+  `examples/incast_10g.toml`) the packet-level DCTCP windows stay at the 2-packet floor (queue
+  140 packets: 80 x 2 less the 19-packet BDP), while the fluid windows grow between cuts
+  (mean 2.76 packets, queue 200); ack_ratio at its bound 4 only brings the fluid median to
+  156 packets.
 
 Validation
 ----------
 tests/test_calibration.py: recovery of base RTT and g (gradient phase) and of K (Nelder-Mead
-fallback) from noisy fluid traces; the fit to the hardware DCTCP trace (seed 003 star) lowers
-the loss and gives a plausible base RTT; bounds, the written scenario and parameter-name errors.
+fallback) from noisy fluid traces; bounds, the written scenario, the report and
+parameter-name errors. Validation cases (`validation/cases/calibration.py`, run by
+tests/test_validation.py and `pathflow validate`): `calibration_packet` (the 8:1 DCTCP incast
+against the packet-level reference) and `calibration_hardware` (the seed 003 star against the
+hardware trace): the loss at most the shift floor (the start's loss less its quantile
+offset), the fitted K within a packet of K minus the start's mean offset, the extra base RTT
+in a physical band, and the written scenario at its own dt keeping 90 % of the reduction.
 """
 
 from __future__ import annotations
@@ -294,18 +327,74 @@ def _grid(compiled: Compiled, duration: float, samples: int,
 
 # --- the trace ------------------------------------------------------------------------------------
 
+# First bytes of what a user may pass as a trace. The loader goes by content, not suffix.
+_NETCDF_HEADS = (b"\x89HDF\r\n\x1a\n", b"CDF\x01", b"CDF\x02", b"CDF\x05")
+_CAPTURE_HEADS = tuple(bytes.fromhex(magic) for magic in (
+    "a1b2c3d4", "d4c3b2a1", "a1b23c4d", "4d3cb2a1", "a1b2cd34", "34cdb2a1", "0a0d0d0a"))
+_GZIP_HEAD = b"\x1f\x8b"
+_WANTED = "a time,queue CSV (s, packets) or a netCDF result with 'queue' (pathflow, ns-3)"
+
+
 def _load_trace(trace: xr.Dataset | str | Path) -> xr.Dataset:
+    """A Dataset with `queue` (time, link): the Dataset itself, or a file told apart by its
+    content: netCDF (a pathflow fluid or packet result, an ns-3 result), a packet capture
+    (refused: it has no queue), else a `time,queue` CSV. Unreadable input raises TraceError
+    naming the file."""
     if isinstance(trace, xr.Dataset):
         return trace
     from pathflow.validation.traces import TraceError, load_queue_trace
 
     path = Path(trace)
-    if path.suffix in (".nc", ".netcdf", ".h5"):
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TraceError(f"{path}: is a directory, not a trace file") from None
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read ({error.strerror or error})") from None
+    if not head:
+        raise TraceError(f"{path}: empty file (expected {_WANTED})")
+    if head.startswith(_GZIP_HEAD):
+        import gzip
+
         try:
-            return xr.open_dataset(path)
-        except (OSError, ValueError) as error:
-            raise TraceError(f"{path}: not a readable netCDF result ({error})") from None
+            with gzip.open(path, "rb") as f:
+                head = f.read(8)
+        except (OSError, EOFError):
+            head = b""
+        if not head.startswith(_CAPTURE_HEADS):
+            raise TraceError(f"{path}: gzip-compressed; decompress it (expected {_WANTED})")
+    if head.startswith(_CAPTURE_HEADS):
+        # A capture's timestamps give rates, not the switch's backlog: nothing to fit to.
+        raise TraceError(f"{path}: a packet capture gives per-flow rates (traces.load_pcap) but "
+                         f"no queue; calibration needs {_WANTED}")
+    if head.startswith(_NETCDF_HEADS):
+        return _load_netcdf_trace(path)
+    if path.suffix.lower() in (".nc", ".netcdf", ".h5"):
+        raise TraceError(f"{path}: not a netCDF file (first bytes 0x{head[:4].hex()})")
     return load_queue_trace(path)
+
+
+def _load_netcdf_trace(path: Path) -> xr.Dataset:
+    from pathflow.validation.traces import TraceError
+
+    try:
+        with xr.open_dataset(path) as opened:
+            ds = opened.load()
+    except Exception as error:  # the netCDF back ends raise many types; all mean "unreadable"
+        text = " ".join(str(error).split())
+        raise TraceError(f"{path}: cannot read netCDF ({type(error).__name__}: {text})"
+                         ) from None
+    if "queue" not in ds:
+        variables = ", ".join(map(str, ds.data_vars)) or "none"
+        raise TraceError(f"{path}: no 'queue' variable (variables: {variables}); expected "
+                         f"{_WANTED}")
+    if set(ds.queue.dims) != {"time", "link"}:
+        raise TraceError(f"{path}: 'queue' has dimensions ({', '.join(map(str, ds.queue.dims))})"
+                         "; expected (time, link), one run (a sweep has a 'flows' dimension)")
+    return ds
 
 
 def _trace_samples(trace: xr.Dataset, trace_link: str | None, warmup: float | None
@@ -454,8 +543,12 @@ def objective(
     if grid.records - first < 20:
         raise ValueError("fewer than 20 model samples after the warmup; lengthen the duration")
 
-    trace_time, trace_bytes, trace_rate, trace_cut, trace_link = _trace_samples(
-        trace_ds, trace_link, trace_warmup)
+    try:
+        trace_time, trace_bytes, trace_rate, trace_cut, trace_link = _trace_samples(
+            trace_ds, trace_link, trace_warmup)
+    except ValueError as error:  # name the trace: its problems are not the scenario's
+        raise ValueError(f"{trace if isinstance(trace, str | Path) else trace_name}: {error}"
+                         ) from None
     link_index = _pick_link(compiled, trace_link, link)
     packet = scenario.packet_bytes
     trace_queue = trace_bytes / packet
@@ -497,8 +590,11 @@ def objective(
     upper = np.array([limits[name][1] for name in names])
     log = np.array([PARAMETERS[name].log for name in names])
     start = np.array([start_values[name] for name in names])
-    outside = [f"{name} = {v:g} outside [{lo:g}, {hi:g}]" for name, v, lo, hi in
-               zip(names, start, lower, upper, strict=True) if not lo <= v <= hi]
+    units = {name: "" if PARAMETERS[name].unit == "1" else f" {PARAMETERS[name].unit}"
+             for name in names}
+    outside = [f"{name} = {v:g}{units[name]} outside [{lo:g}, {hi:g}]{units[name]}"
+               for name, v, lo, hi in zip(names, start, lower, upper, strict=True)
+               if not lo <= v <= hi]
     if outside:
         raise ValueError(f"starting value out of bounds: {'; '.join(outside)}")
     fixed = np.array([v if math.isfinite(v) else 0.0 for v in start_values.values()])
@@ -558,7 +654,8 @@ def calibrate(
     scenario: a Scenario or a TOML path; its values are the first starting point and where
         "loss before" is taken, unless `initial` ({name: value}) overrides them.
     trace: a Dataset with `queue` (time, link) in bytes (a loaded trace, a pathflow or ns-3
-        result), a `time,queue` CSV (packets of 1514 B, `validation.traces`) or a netCDF file.
+        result), a `time,queue` CSV (packets of 1514 B, `validation.traces`) or a netCDF file
+        (files are told apart by content; a packet capture is refused: it has no queue).
     link / trace_link: the model and trace links compared (defaults: the trace's link name if
         the model has it, else the switch link most paths cross; the trace's busiest link).
     bounds: {name: (lower, upper)} in the units of `PARAMETERS`; others use `default_bounds`.
