@@ -1,5 +1,7 @@
 """Calibration (`pathflow.validation.calibration`): recovery of known parameters from noisy fluid
-traces, the fit to the hardware DCTCP trace, bounds, the written scenario and input errors.
+traces, bounds, the written scenario, the report and input errors. The fits to the hardware
+DCTCP trace and to the packet-level reference (loss drop, fitted values in physical bands) are
+validation cases (`validation/cases/calibration.py`), run by tests/test_validation.py.
 
 The synthetic traces are fluid runs of a 2-flow, 100 Mb/s star (K = 20 packets unless stated)
 with an extra base RTT put into the scenario as host-link delay, sampled every record of
@@ -126,23 +128,14 @@ def test_bounds_hold_when_the_optimum_lies_outside(window_trace: xr.Dataset) -> 
     assert 0.0 <= result.values["base_rtt"] <= 2e-3
 
 
-def test_hardware_trace_fit(hardware_fit: CalibrationResult) -> None:
-    """The seed 003 star against the hardware switch (Heller 2013): the default model's queue
-    sits about 0.4 packet high; an effective marking threshold a little under 20 packets
-    halves the error, and the base RTT stays physical (the hardware's is not stated)."""
-    result = hardware_fit
-    assert result.loss == "quantiles"  # 8 Hz samples do not resolve a ~15 ms sawtooth
-    assert result.loss_after < 0.6 * result.loss_before, result.report()
-    low, high = result.base_rtt
-    assert 0.4e-3 <= low <= high <= 3e-3
-    assert 18.5 < result.values["threshold"] < 20.5
-    assert result.optimiser["threshold"] == "nelder-mead"
-    assert math.isfinite(result.parameters["threshold"].std)
-
-
 def test_written_scenario_carries_the_fit(hardware_fit: CalibrationResult, tmp_path: Path
                                           ) -> None:
+    """A fit to the hardware trace (base RTT and K; what it finds is the case
+    `calibration_hardware`): the written scenario, its TOML, the report and the plot."""
     result = hardware_fit
+    assert result.loss == "quantiles"  # 8 Hz samples do not resolve a ~15 ms sawtooth
+    assert result.optimiser["threshold"] == "nelder-mead"  # K's gradient is zero
+    assert math.isfinite(result.parameters["threshold"].std)
     fitted = result.to_scenario()
     before = compile_scenario(result.scenario).problem
     after = compile_scenario(fitted).problem
