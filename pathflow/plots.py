@@ -35,10 +35,16 @@ def plot_run(ds: xr.Dataset, path: str | Path | None = None, links: int = 3, flo
         top.plot(ds.time * 1e3, ds.queue.sel(link=name) / packet, lw=0.8, label=str(name))
     top.set_ylabel("queue (packets)")
     top.legend(loc="upper right", fontsize=8)
+    # A packet-level rate per sample is 0 or a whole packet: average over 10 round trips, as
+    # the convergence metric does, so that a rate is visible at all.
+    interval = float(ds.time[1] - ds.time[0]) if ds.time.size > 1 else 1.0
+    width = max(1, round(10 * float(ds.rtt.mean()) / interval)) if "rtt" in ds else 1
+    rates = ds.flow_rate.rolling(time=width, min_periods=1).mean()
     for flow in ds.flow.values[:flows]:
-        bottom.plot(ds.time * 1e3, ds.flow_rate.sel(flow=flow) * 8e-6, lw=0.8,
+        bottom.plot(ds.time * 1e3, rates.sel(flow=flow) * 8e-6, lw=0.8,
                     label=f"{ds.src.values[flow]}->{ds.dst.values[flow]}")
-    bottom.set_ylabel("delivered rate (Mb/s)")
+    bottom.set_ylabel("delivered rate (Mb/s)" if width == 1 else
+                      f"delivered rate (Mb/s),\nmean over {width * interval * 1e3:.3g} ms")
     bottom.set_xlabel("time (ms)")
     if ds.flow.size <= flows:
         bottom.legend(loc="upper right", fontsize=8)
