@@ -8,6 +8,23 @@ from pathflow import Scenario
 
 PACKET = 1500.0
 
+TINY_TOML = """
+name = "tiny"
+[topology]
+kind = "star"
+senders = 2
+link_rate = "1Gbps"
+delay = "10us"
+buffer = "100pkt"
+[aqm]
+kind = "ecn_step"
+threshold = "20pkt"
+[transport]
+cc = "dctcp"
+[run]
+duration = "20ms"
+"""  # a 2-flow DCTCP star at 1 Gb/s, 20 ms: a scenario file the CLI runs in about a second
+
 
 def star(senders: int = 2, *, rate: str = "100Mbps", delay: str = "62.5us",
          buffer: str = "425pkt", aqm: dict[str, Any] | None = None, cc: str = "dctcp",

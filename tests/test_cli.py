@@ -10,27 +10,12 @@ import pytest
 import xarray as xr
 from typer.testing import CliRunner
 
+from helpers import TINY_TOML
 from pathflow.cli import app
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()
 
-GOOD = """
-name = "tiny"
-[topology]
-kind = "star"
-senders = 2
-link_rate = "1Gbps"
-delay = "10us"
-buffer = "100pkt"
-[aqm]
-kind = "ecn_step"
-threshold = "20pkt"
-[transport]
-cc = "dctcp"
-[run]
-duration = "20ms"
-"""
 
 
 def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
@@ -41,7 +26,7 @@ def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
 
 def test_run_prints_summary_and_writes_dataset(tmp_path: Path) -> None:
     out = tmp_path / "r.nc"
-    result = runner.invoke(app, ["run", str(write(tmp_path, GOOD)), "-o", str(out), "-q",
+    result = runner.invoke(app, ["run", str(write(tmp_path, TINY_TOML)), "-o", str(out), "-q",
                                  "--plot", str(tmp_path / "r.png")])
     assert result.exit_code == 0, result.output
     for needle in ("h0 -> r0", "Jain", "s0->r0", "Convergence", "Invariants", "all hold"):
@@ -57,7 +42,7 @@ def test_run_prints_summary_and_writes_dataset(tmp_path: Path) -> None:
 def test_run_packet_engine(tmp_path: Path) -> None:
     """--engine packet: the packet simulator's Dataset, the same table and outputs."""
     out = tmp_path / "p.nc"
-    result = runner.invoke(app, ["run", str(write(tmp_path, GOOD)), "--engine", "packet", "-q",
+    result = runner.invoke(app, ["run", str(write(tmp_path, TINY_TOML)), "--engine", "packet", "-q",
                                  "-o", str(out), "--plot", str(tmp_path / "p.png")])
     assert result.exit_code == 0, result.output
     header = " ".join(result.output.split("Flows (steady window)")[0].split())
@@ -80,7 +65,7 @@ def test_run_packet_engine(tmp_path: Path) -> None:
     (["--engine", "packet", "--check-dt"], "error: --check-dt: applies to --engine fluid only"),
 ])
 def test_bad_engine_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    result = runner.invoke(app, ["run", str(write(tmp_path, GOOD)), *args,
+    result = runner.invoke(app, ["run", str(write(tmp_path, TINY_TOML)), *args,
                                  "-o", str(tmp_path / "r.nc")])
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
@@ -89,15 +74,15 @@ def test_bad_engine_is_one_line(tmp_path: Path, args: list[str], message: str) -
 
 
 BAD = [
-    ("unknown key", GOOD.replace('cc = "dctcp"', 'cc = "dctcp"\ncolor = "red"'),
+    ("unknown key", TINY_TOML.replace('cc = "dctcp"', 'cc = "dctcp"\ncolor = "red"'),
      "transport.color: unknown key"),
-    ("unknown cc", GOOD.replace('cc = "dctcp"', 'cc = "cubic"'), "transport.cc"),
-    ("negative rate", GOOD.replace('"1Gbps"', '"-1Gbps"'), "topology.link_rate"),
-    ("unit-less rate", GOOD.replace('"1Gbps"', "1000000000"), "topology.link_rate"),
-    ("zero buffer", GOOD.replace('"100pkt"', '"0pkt"'), "topology.buffer"),
-    ("unknown kind", GOOD.replace('kind = "star"', 'kind = "ring"'), "topology.kind"),
-    ("threshold above buffer", GOOD.replace('"20pkt"', '"200pkt"'), "aqm.threshold"),
-    ("missing senders", GOOD.replace("senders = 2\n", ""), "topology"),
+    ("unknown cc", TINY_TOML.replace('cc = "dctcp"', 'cc = "cubic"'), "transport.cc"),
+    ("negative rate", TINY_TOML.replace('"1Gbps"', '"-1Gbps"'), "topology.link_rate"),
+    ("unit-less rate", TINY_TOML.replace('"1Gbps"', "1000000000"), "topology.link_rate"),
+    ("zero buffer", TINY_TOML.replace('"100pkt"', '"0pkt"'), "topology.buffer"),
+    ("unknown kind", TINY_TOML.replace('kind = "star"', 'kind = "ring"'), "topology.kind"),
+    ("threshold above buffer", TINY_TOML.replace('"20pkt"', '"200pkt"'), "aqm.threshold"),
+    ("missing senders", TINY_TOML.replace("senders = 2\n", ""), "topology"),
 ]
 
 
@@ -119,7 +104,7 @@ def test_unknown_cc_lists_the_allowed_values(tmp_path: Path) -> None:
 
 def test_disconnected_graph(tmp_path: Path) -> None:
     write(tmp_path, "src,dst\na,s1\nb,s1\nc,s2\nd,s2\n", "edges.csv")
-    text = GOOD.replace('kind = "star"\nsenders = 2', 'kind = "graph"\nedges = "edges.csv"')
+    text = TINY_TOML.replace('kind = "star"\nsenders = 2', 'kind = "graph"\nedges = "edges.csv"')
     result = runner.invoke(app, ["run", str(write(tmp_path, text)), "-q"])
     assert result.exit_code == 2
     assert "topology.edges" in result.output and "not connected" in result.output
@@ -128,7 +113,7 @@ def test_disconnected_graph(tmp_path: Path) -> None:
 def test_graph_file_runs(tmp_path: Path) -> None:
     write(tmp_path, "src,dst,link_rate\na,s1,1Gbps\nb,s1,1Gbps\ns1,s2,500Mbps\nc,s2,1Gbps\n",
           "edges.csv")
-    text = GOOD.replace('kind = "star"\nsenders = 2', 'kind = "graph"\nedges = "edges.csv"')
+    text = TINY_TOML.replace('kind = "star"\nsenders = 2', 'kind = "graph"\nedges = "edges.csv"')
     text = text.replace("[transport]", '[traffic]\npattern = "explicit"\npairs = [[0, 2], [1, 2]]'
                                        "\n[transport]")
     result = runner.invoke(app, ["run", str(write(tmp_path, text)), "-q"])

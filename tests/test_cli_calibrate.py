@@ -15,6 +15,7 @@ import xarray as xr
 from typer.testing import CliRunner, Result
 
 import pathflow
+from helpers import TINY_TOML
 from pathflow.cli import app
 from pathflow.compile import compile_scenario
 from pathflow.validation.traces import reference_path
@@ -27,22 +28,6 @@ FAST = ["--duration", "0.5s", "--starts", "2", "--steps", "15", "--fallback-star
         "--fallback-evaluations", "40"]
 runner = CliRunner()
 
-TINY = """
-name = "tiny"
-[topology]
-kind = "star"
-senders = 2
-link_rate = "1Gbps"
-delay = "10us"
-buffer = "100pkt"
-[aqm]
-kind = "ecn_step"
-threshold = "20pkt"
-[transport]
-cc = "dctcp"
-[run]
-duration = "20ms"
-"""
 
 
 def table_row(output: str, name: str) -> list[str]:
@@ -108,7 +93,7 @@ def test_calibrate_a_netcdf_result_with_units_in_options(tmp_path: Path) -> None
     """A packet-simulator result written by `run -o` is a trace; it is recognised by content
     (no .nc suffix here). Bounds and the start take quantities with units."""
     scenario = tmp_path / "tiny.toml"
-    scenario.write_text(TINY)
+    scenario.write_text(TINY_TOML)
     trace = tmp_path / "packets.result"
     made = runner.invoke(app, ["run", str(scenario), "--engine", "packet", "-o", str(trace),
                                "-q"])
