@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_packet.py"
 ROWS = ("packet-hops per second", "first call (compile/load)", "run (best)",
-        "fat-tree: no ns-3 figure")
+        "ns-3: skipped (--no-ns3)")
 
 
 @pytest.mark.slow
