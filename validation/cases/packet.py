@@ -188,8 +188,8 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
                      None if outside else tolerance, unit, scale, outside or why)
 
     rates = {name: throughput(ds, warmup).values for name, ds in (("f", fluid), ("p", packet))}
-    queues = {name: queue_stats(ds, warmup).sel(link=link) / PACKET
-              for name, ds in (("f", fluid), ("p", packet))}
+    stats = {name: queue_stats(ds, warmup) / PACKET for name, ds in (("f", fluid), ("p", packet))}
+    queues = {name: value.sel(link=link) for name, value in stats.items()}
     shares = {name: r / r.sum() for name, r in rates.items()}
     per_flow = float(np.mean(np.abs(shares["f"] - shares["p"])) / np.mean(shares["p"]))
     mean_p, p99_p = float(queues["p"]["mean"]), float(queues["p"]["p99"])
@@ -205,6 +205,14 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
     settle = [convergence_time(ds, smoothing=smoothing, link=link)["queue_time"]
               for ds in (packet, fluid)]
     reno_settling = None if dctcp else "not claimed: Reno's loss cycle outlasts the smoothing"
+    ranked = hotspots(packet, top=packet.sizes["link"], warmup=warmup)
+    others = (ranked.utilization.values > 0.95) & (ranked.queue_mean.values > PACKET)
+    second = [check(f"queue mean on {other}", float(stats["p"]["mean"].sel(link=other)),
+                    float(stats["f"]["mean"].sel(link=other)), 0.0, "packets", "absolute", "",
+                    everything or sprayed or "not claimed: a further bottleneck (the claim is "
+                    "on the busiest port; see the README's limits)")
+              for other in map(str, ranked.link.values[others]) if other != link]
+
     return [
         check("aggregate throughput", float(rates["p"].sum()), float(rates["f"].sum()), 0.03,
               "bytes/s", "relative", "work-conserving; ACKs take ~2 % of access links",
@@ -219,6 +227,7 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
               "packets", "absolute", p99_why, queueing),
         check(f"queue settling time on {link}", *settle, 2.0, "s", "factor",
               "within a factor of 2", queueing or reno_settling),
+        *second,
     ]
 
 
