@@ -126,6 +126,10 @@ def write_report(results: list[tuple[Case, CaseResult, float]], markdown: Path,
             introduced.add(module.__name__)
             title, _, body = module.__doc__.strip().partition("\n\n")
             lines += [f"## {' '.join(title.split())}", "", textwrap.dedent(body).strip(), ""]
+            summary = getattr(module, "report_summary", None)  # a module's own overview table
+            if summary is not None:
+                lines += [summary([(c.name, r) for c, r, _ in results
+                                   if c.run.__module__ == module.__name__]), ""]
         lines += [f"### {case.name}: {case.title}", "",
                   " ".join((case.run.__doc__ or "").split()), "", f"Run time {seconds:.1f} s."]
         if result.notes:

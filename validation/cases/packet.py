@@ -211,7 +211,8 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
                     float(stats["f"]["mean"].sel(link=other)), 0.0, "packets", "absolute", "",
                     everything or sprayed or "not claimed: a further bottleneck (the claim is "
                     "on the busiest port; see the README's limits)")
-              for other in map(str, ranked.link.values[others]) if other != link]
+              for other in map(str, ranked.link.values[others])
+              if other != link and not (everything or sprayed)]  # else the rows above say it
 
     return [
         check("aggregate throughput", float(rates["p"].sum()), float(rates["f"].sum()), 0.03,
@@ -260,32 +261,41 @@ def _run_network(name: str) -> CaseResult:
         checks += compare(fluid, packet, scenario, cc, network.routing == "spray")
         warmup = parse_time(scenario.spec.run.warmup, "run.warmup")
         runs[cc] = (fluid, packet, _bottleneck(packet, warmup))
-    return CaseResult(checks, _figure(runs, network.title), _side_by_side(checks))
+    return CaseResult(checks, _figure(runs, network.title))
 
 
-def _side_by_side(checks: list[Check]) -> str:
-    """The checks as a markdown table: one row per quantity, fluid and packet per algorithm."""
-    def show(check: Check, value: float) -> str:
-        if check.unit == "bytes/s":
-            return format_rate(value)
-        if check.unit == "s":
-            return format_time(value) if math.isfinite(value) else "never"
-        if not check.unit:
-            return f"{value:.1%}"
-        return f"{value:.1f} pkt"
+_COLUMNS = ("aggregate throughput", "per-flow shares", "queue mean on", "queue p99 on",
+            "queue settling time on")
 
-    rows: dict[str, dict[str, str]] = {}
-    for check in checks:
-        cc, quantity = check.quantity.split(": ", 1)
-        row = rows.setdefault(quantity, {})
-        mark = "" if check.passed else " (reported)" if not check.claimed else " (**fails**)"
-        if not check.unit:  # an error already: one cell
-            row[cc] = f"{show(check, check.value)}{mark}"
-        else:
-            row[cc] = f"{show(check, check.value)} / {show(check, check.reference)}{mark}"
-    lines = ["| quantity | DCTCP: fluid / packet | Reno: fluid / packet |", "|---|---|---|"]
-    lines += [f"| {quantity} | {row.get('dctcp', '')} | {row.get('reno', '')} |"
-              for quantity, row in rows.items()]
+
+def report_summary(results: list[tuple[str, CaseResult]]) -> str:
+    """The error table: one row per network and algorithm, fluid / packet per quantity (the
+    report puts it under this module's text). Reported quantities are marked (r)."""
+    def cell(check: Check) -> str:
+        def show(value: float) -> str:
+            if check.unit == "bytes/s":
+                return format_rate(value)
+            if check.unit == "s":
+                return format_time(value) if math.isfinite(value) else "never"
+            return f"{value:.1%}" if not check.unit else f"{value:.1f}"
+
+        text = show(check.value) if not check.unit else (f"{show(check.value)} / "
+                                                          f"{show(check.reference)}")
+        return text + ("" if check.passed else " (r)" if not check.claimed else " **fails**")
+
+    lines = ["| network | cc | bottleneck | aggregate throughput | per-flow share error | "
+             "queue mean (pkt) | queue p99 (pkt) | queue settling time |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, result in results:
+        for cc in ("dctcp", "reno"):
+            checks = {column: check for check in result.checks
+                      for column in _COLUMNS
+                      if check.quantity.startswith(f"{cc}: {column}")}
+            link = checks["queue mean on"].quantity.rsplit(" on ", 1)[1]
+            cells = " | ".join(cell(checks[column]) for column in _COLUMNS)
+            lines.append(f"| {name.removeprefix('fluid_packet_')} | {cc} | {link} | {cells} |")
+    lines += ["", "Cells give fluid / packet (per-flow share error: fluid against packet); (r): "
+              "reported without a claim (see the case's rows for why)."]
     return "\n".join(lines)
 
 
