@@ -288,9 +288,11 @@ def report_summary(results: list[tuple[str, CaseResult]]) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for name, result in results:
         for cc in ("dctcp", "reno"):
-            checks = {column: check for check in result.checks
-                      for column in _COLUMNS
-                      if check.quantity.startswith(f"{cc}: {column}")}
+            checks: dict[str, Check] = {}
+            for check in result.checks:  # the first match: later rows are further ports
+                for column in _COLUMNS:
+                    if check.quantity.startswith(f"{cc}: {column}"):
+                        checks.setdefault(column, check)
             link = checks["queue mean on"].quantity.rsplit(" on ", 1)[1]
             cells = " | ".join(cell(checks[column]) for column in _COLUMNS)
             lines.append(f"| {name.removeprefix('fluid_packet_')} | {cc} | {link} | {cells} |")
