@@ -80,9 +80,10 @@ Validation cases (`validation/cases/`, run by tests/test_validation.py and `path
 numbers in docs/validation.md), all against ns-3 3.44 with host_jitter 0: `dctcp_star_ns3` (2
 flows, 100 Mb/s, K = 20: mean queue 19.6 vs 20.1 packets, p1..p99 15..24 in both),
 `dctcp_incast_ns3` (8 flows, 1 Gb/s, K = 65: 63.1 vs 63.3 packets, p1..p99 51..76 vs 52..76),
-`reno_star_ns3` (NewReno, drop-tail, 425 packets, 40 s: ns-3's losses hit one flow per event,
-ours often both), `dctcp_fattree_ns3` (k = 4 fat-tree, ECMP, on pathflow's paths: the most
-loaded core port 28.7 vs 29.0 packets); bottleneck throughput within 0.2 %. `dctcp_hardware`:
+`reno_star_ns3` (NewReno, drop-tail, 425 packets, 40 s: mean queue 350 vs 371 packets;
+ns-3's losses hit one flow per event, ours often both), `dctcp_fattree_ns3` (k = 4 fat-tree,
+ECMP, on pathflow's paths: the most loaded core port 28.7 vs 29.0 packets); bottleneck
+throughput within 0.2 %. `dctcp_hardware`:
 the DCTCP star's queue against the hardware trace (p1..p99 16..23 vs 16.3..21.4 packets, mean
 19.8 vs 19.0). tests/test_packet_basics.py: line rate and base RTT on an idle path, buffers and
 byte conservation, the Reno saw-tooth, growth of 1/b segment per RTT, the closed-form
