@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from importlib import resources
 
+import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
 from pathflow import Scenario
 
-__all__ = ["PACKET", "STAR_LINK", "queue_figure", "shipped", "steady_window"]
+__all__ = ["PACKET", "STAR_LINK", "queue_figure", "share_error", "shipped", "steady_window"]
 
 PACKET = 1500.0  # bytes: the packet size of every case's scenarios
 STAR_LINK = "s0->r0"  # the bottleneck of the star scenarios
@@ -24,6 +25,13 @@ def shipped(name: str, **updates: object) -> Scenario:
 
 def steady_window(ds: xr.Dataset, warmup: float, link: str = STAR_LINK) -> xr.Dataset:
     return ds.sel(time=ds.time > warmup, link=link)
+
+
+def share_error(rates: np.ndarray, reference: np.ndarray) -> float:
+    """How differently two runs divide their aggregate among the same flows: the mean absolute
+    difference of the flows' shares, relative to the mean share (0: the same division)."""
+    shares, truth = rates / rates.sum(), reference / reference.sum()
+    return float(np.mean(np.abs(shares - truth)) / np.mean(truth))
 
 
 def queue_figure(series: dict[str, xr.DataArray], title: str, window: float | None = None

@@ -32,7 +32,14 @@ from matplotlib.figure import Figure
 import pathflow
 from pathflow import Scenario
 from pathflow.metrics import loss_cycles
-from pathflow.validation.cases.common import PACKET, STAR_LINK, queue_figure, shipped, steady_window
+from pathflow.validation.cases.common import (
+    PACKET,
+    STAR_LINK,
+    queue_figure,
+    share_error,
+    shipped,
+    steady_window,
+)
 from pathflow.validation.registry import CaseResult, Check, case
 
 
@@ -169,9 +176,7 @@ def dctcp_fattree_ns3() -> CaseResult:
     checks = _common_checks(runs, warmup, dctcp=True, link=busiest)
     reference = throughput(ns3, warmup).values
     for label, ds in (("fluid", fluid), ("packet", packet)):
-        ours = throughput(ds, warmup).values
-        error = float(np.mean(np.abs(ours / ours.sum() - reference / reference.sum()))
-                      * reference.size)
+        error = share_error(throughput(ds, warmup).values, reference)
         checks.append(Check(f"{label}: per-flow shares (mean abs. error / mean share)", 0.0,
                             error, 0.10, "", "absolute", why="as the fluid-versus-packet table"))
     # the other bottlenecks (bottleneck_frequency's definition): saturated, with a standing queue
