@@ -209,11 +209,14 @@ def bottleneck_frequency(runs: list[xr.Dataset], utilization: float = 0.95,
 
 
 def hotspots(ds: xr.Dataset, top: int = 5, warmup: float | None = None) -> xr.Dataset:
-    """The `top` links ranked by mean utilization, then mean queue, over the steady window."""
+    """The `top` links ranked by mean utilization, then mean queue, over the steady window.
+
+    Utilization is compared in whole percent: saturated links differ only by rounding (0.9999999
+    against 1), and among them the one holding a standing queue is the hotspot."""
     steady = _steady(ds, warmup)
     utilization = steady.utilization.mean("time")
     queue = steady.queue.mean("time")
-    order = np.lexsort((-queue.values, -utilization.values))[:top]
+    order = np.lexsort((-queue.values, -np.round(100 * utilization.values)))[:top]
     ranked = xr.Dataset({
         "utilization": utilization.isel(link=order),
         "queue_mean": queue.isel(link=order),

@@ -18,7 +18,7 @@ every hop (at most `routing.max_paths` per pair, in name order).
 from __future__ import annotations
 
 import zlib
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +51,15 @@ class Routes:
     path_flow: list[int]
     path_weight: list[float]
     equal_cost: list[int]  # per flow: how many equal-cost shortest paths its pair has
+
+    def flows_per_link(self, network: Network) -> Counter[str]:
+        """How many flows each link (by name) is offered, from the routes alone: a flow counts with
+        the share of it that its paths across the link carry (1 under single-path routing, so
+        that ECMP's collisions are the links offered 2 or more)."""
+        offered: Counter[str] = Counter()
+        for path, flow_share in zip(self.paths, self.path_weight, strict=True):
+            offered.update({network.links[i].name: flow_share for i in path})
+        return Counter({name: round(value, 9) for name, value in offered.items()})
 
 
 def _stable_hash(*parts: object) -> int:

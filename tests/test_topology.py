@@ -77,6 +77,18 @@ def test_spray_splits_equally_and_ecmp_picks_one() -> None:
         assert len(set(weights)) == 1
 
 
+def test_flows_per_link_counts_each_flow_by_its_share() -> None:
+    """A sprayed k = 4 permutation: a host link is offered its one flow whole (four quarter
+    paths), and an inter-pod flow crosses the (k/2)^2 = 4 cores with a quarter on each."""
+    compiled = compile_scenario(fattree(4).with_updates({"routing.mode": "spray"}))
+    offered = compiled.routes.flows_per_link(compiled.network)
+    assert all(offered[f"{host}->edge{host[1:4]}"] == 1 for host in compiled.network.hosts)
+    inter_pod = sum(flow.src[1] != flow.dst[1] for flow in compiled.routes.flows)
+    to_core = [name for name in offered if name.startswith("agg") and "->core" in name]
+    assert all(offered[name] * 4 == int(offered[name] * 4) for name in to_core)
+    assert sum(offered[name] for name in to_core) == inter_pod > 0
+
+
 def test_static_routing_shares_one_tree_per_destination() -> None:
     """Every switch picks one next hop per destination: two flows to one host merge."""
     scenario = fattree(4, pattern="explicit", pairs=[[0, 15], [4, 15], [8, 15]])

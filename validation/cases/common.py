@@ -9,8 +9,10 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from pathflow import Scenario
+from pathflow.compile import compile_scenario
 
-__all__ = ["PACKET", "STAR_LINK", "queue_figure", "share_error", "shipped", "steady_window"]
+__all__ = ["PACKET", "STAR_LINK", "compared_port", "queue_figure", "share_error", "shipped",
+           "steady_window"]
 
 PACKET = 1500.0  # bytes: the packet size of every case's scenarios
 STAR_LINK = "s0->r0"  # the bottleneck of the star scenarios
@@ -25,6 +27,17 @@ def shipped(name: str, **updates: object) -> Scenario:
 
 def steady_window(ds: xr.Dataset, warmup: float, link: str = STAR_LINK) -> xr.Dataset:
     return ds.sel(time=ds.time > warmup, link=link)
+
+
+def compared_port(ranked: xr.Dataset, scenario: Scenario) -> str:
+    """The port where the engines are compared: the one offered the most flows (from the routes:
+    where ECMP collides, a star's bottleneck), ties going to the reference's hotspot ranking
+    `ranked` (`metrics.hotspots`). Not simply the reference's top hotspot: a port that one flow
+    fills and other flows' ACKs overload holds a queue at packet level that the fluid model,
+    which does not carry ACKs, cannot have (README, limits)."""
+    compiled = compile_scenario(scenario)
+    offered = compiled.routes.flows_per_link(compiled.network)
+    return max(map(str, ranked.link.values), key=offered.__getitem__)
 
 
 def share_error(rates: np.ndarray, reference: np.ndarray) -> float:

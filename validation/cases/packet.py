@@ -12,8 +12,9 @@ and spraying split):
 - `fattree_ecmp`, `fattree_spray`: a k = 4 fat-tree at 1 Gb/s, 5 us links, 200-packet buffers,
   K = 30, under a random permutation, routed by per-flow ECMP hashing and by spraying.
 
-Quantities, over the steady window (after the warm-up), on the packet run's bottleneck (its
-busiest link by utilization, then queue) and with their tolerances:
+Quantities, over the steady window (after the warm-up), on the port offered the most flows
+(`common.compared_port`: a star's bottleneck, ECMP's worst collision; ties go to the packet
+run's hotspot ranking) and with their tolerances:
 
 - aggregate throughput (sum of delivered rates): 3 %. Both engines are work-conserving; the
   packet simulator's ACKs (64 bytes per 2 segments) share the access links, about 2 %.
@@ -74,7 +75,7 @@ from pathflow import Scenario
 from pathflow.compile import compile_scenario
 from pathflow.metrics import convergence_time, hotspots, queue_stats, throughput
 from pathflow.units import format_rate, format_time, parse_time
-from pathflow.validation.cases.common import PACKET, share_error
+from pathflow.validation.cases.common import PACKET, compared_port, share_error
 from pathflow.validation.registry import CaseResult, Check, Scale, case
 
 __all__ = ["NETWORKS", "compare"]
@@ -161,17 +162,14 @@ def fair_window(scenario: Scenario, capacity: float) -> float | None:
     return (capacity * base_rtt + queue) / PACKET / (scenario.spec.traffic.flows or 1)
 
 
-def _bottleneck(packet: xr.Dataset, warmup: float) -> str:
-    return str(hotspots(packet, top=1, warmup=warmup).link.values[0])
-
-
 def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: str,
-            spray: bool) -> list[Check]:
-    """The checks of one scenario (see the module docstring); `label` prefixes the quantities."""
+            spray: bool) -> tuple[list[Check], str]:
+    """The checks of one scenario (see the module docstring), `label` prefixing the quantities,
+    and the port that they compare."""
     dctcp = scenario.spec.transport.cc == "dctcp"
     warmup = parse_time(scenario.spec.run.warmup, "run.warmup")
     ranked = hotspots(packet, top=packet.sizes["link"], warmup=warmup)
-    link = str(ranked.link.values[0])
+    link = compared_port(ranked, scenario)
     stalled = timeouts(packet, warmup)
     everything = (f"not claimed: {stalled} packet-level flow(s) timed out (no RTO in the "
                   "fluid model)") if stalled else None
@@ -228,7 +226,7 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
         check(f"queue settling time on {link}", *settle, 2.0, "s", "factor",
               "within a factor of 2", queueing or reno_settling),
         *second,
-    ]
+    ], link
 
 
 def _figure(runs: dict[str, tuple[xr.Dataset, xr.Dataset, str]], title: str) -> Figure:
@@ -257,9 +255,9 @@ def _run_network(name: str) -> CaseResult:
     for cc in ("dctcp", "reno"):
         scenario = network.scenario(cc)
         fluid, packet = pathflow.simulate(scenario), simulate_packets(scenario)
-        checks += compare(fluid, packet, scenario, cc, network.routing == "spray")
-        warmup = parse_time(scenario.spec.run.warmup, "run.warmup")
-        runs[cc] = (fluid, packet, _bottleneck(packet, warmup))
+        compared, link = compare(fluid, packet, scenario, cc, network.routing == "spray")
+        checks += compared
+        runs[cc] = (fluid, packet, link)
     return CaseResult(checks, _figure(runs, network.title))
 
 
