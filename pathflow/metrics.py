@@ -113,10 +113,10 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
                      link: str | None = None) -> dict[str, Any]:
     """When the run settles: the first time after which every running flow's rate stays within
     +-max(band * final mean, noise * its fluctuation) of its final mean, and the queue of `link`
-    (default: the busiest link, by utilization, then queue) within +-max(band * final mean,
-    queue_band_packets packets, noise * its fluctuation) of its final mean. "Final" is the
-    last quarter of the run; the fluctuation is the standard deviation of the smoothed series
-    about a straight line through its last quarter.
+    (default: the busiest link of the last quarter, ranked as by `hotspots`) within
+    +-max(band * final mean, queue_band_packets packets, noise * its fluctuation) of its final
+    mean. "Final" is the last quarter of the run; the fluctuation is the standard deviation of
+    the smoothed series about a straight line through its last quarter.
 
     Rates and queue are smoothed over `smoothing` seconds first (default: 10 mean RTTs, or 10
     samples when RTTs are not recorded, but at most 5 % of the run), so that a steady limit cycle
@@ -147,7 +147,7 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
         queue_mean = ds.queue.values[final_from:].mean(axis=0)
         load = (ds.utilization.values[final_from:].mean(axis=0) if "utilization" in ds
                 else queue_mean)
-        link = str(ds.link.values[int(np.lexsort((-queue_mean, -np.round(load, 3)))[0])])
+        link = str(ds.link.values[_ranking(load, queue_mean)[0]])
     packet = float(ds.attrs.get("packet_bytes", 1500))
     queue = _moving_average(ds.queue.sel(link=link).values[:, None], width)
     q_final = queue[final_from:].mean(axis=0)
@@ -208,15 +208,19 @@ def bottleneck_frequency(runs: list[xr.Dataset], utilization: float = 0.95,
     return frequency.sortby(frequency, ascending=False)
 
 
-def hotspots(ds: xr.Dataset, top: int = 5, warmup: float | None = None) -> xr.Dataset:
-    """The `top` links ranked by mean utilization, then mean queue, over the steady window.
+def _ranking(utilization: np.ndarray, queue: np.ndarray) -> np.ndarray:
+    """Link indices, busiest first: by utilization in whole percent, then by queue. Saturated
+    links differ only by rounding (0.9999999 against 1); among them the one holding a standing
+    queue is the hotspot."""
+    return np.lexsort((-queue, -np.round(100 * utilization)))
 
-    Utilization is compared in whole percent: saturated links differ only by rounding (0.9999999
-    against 1), and among them the one holding a standing queue is the hotspot."""
+
+def hotspots(ds: xr.Dataset, top: int = 5, warmup: float | None = None) -> xr.Dataset:
+    """The `top` links ranked by mean utilization, then mean queue, over the steady window."""
     steady = _steady(ds, warmup)
     utilization = steady.utilization.mean("time")
     queue = steady.queue.mean("time")
-    order = np.lexsort((-queue.values, -np.round(100 * utilization.values)))[:top]
+    order = _ranking(utilization.values, queue.values)[:top]
     ranked = xr.Dataset({
         "utilization": utilization.isel(link=order),
         "queue_mean": queue.isel(link=order),
@@ -240,6 +244,6 @@ def summarize(ds: xr.Dataset, warmup: float | None = None, top: int = 5) -> dict
         "bottleneck": str(hot.link.values[0]),
         "queues": stats.sel(link=hot.link),
         "hotspots": hot,
-        "convergence": convergence_time(ds),
+        "convergence": convergence_time(ds, link=str(hot.link.values[0])),
         "invariants": json.loads(ds.attrs.get("invariants", "{}")),
     }

@@ -16,9 +16,11 @@ import numpy as np
 import xarray as xr
 
 from pathflow.compile import Compiled
+from pathflow.routing import Routes
 from pathflow.solvers.dde import Trajectory
+from pathflow.topology import Network
 
-__all__ = ["trajectory_to_dataset", "write_dataset"]
+__all__ = ["network_coords", "trajectory_to_dataset", "write_dataset"]
 
 # Units of model state beyond the window: remaining CWR time, signal credit (models/window.py).
 _STATE_UNITS = {"cwr": "s", "credit": "packets"}
@@ -30,6 +32,27 @@ def _version() -> str:
     return __version__
 
 
+def network_coords(network: Network, routes: Routes) -> dict[str, tuple]:
+    """The `link` and `flow` coordinates that every engine's Dataset carries."""
+    links, flows = network.links, routes.flows
+    return {
+        "link": ("link", [link.name for link in links]),
+        "link_src": ("link", [link.src for link in links]),
+        "link_dst": ("link", [link.dst for link in links]),
+        "link_tier": ("link", [link.tier for link in links]),
+        "capacity": ("link", np.array([link.capacity for link in links]), {"units": "bytes/s"}),
+        "buffer": ("link", np.array([link.buffer for link in links]), {"units": "bytes"}),
+        "delay": ("link", np.array([link.delay for link in links]), {"units": "s"}),
+        "flow": ("flow", np.arange(len(flows))),
+        "src": ("flow", [f.src for f in flows]),
+        "dst": ("flow", [f.dst for f in flows]),
+        "start": ("flow", np.array([f.start for f in flows]), {"units": "s"}),
+        "size": ("flow", np.array([f.size for f in flows]), {"units": "bytes"}),
+        "paths": ("flow", np.bincount(np.asarray(routes.path_flow), minlength=len(flows))),
+        "equal_cost_paths": ("flow", np.asarray(routes.equal_cost)),
+    }
+
+
 def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Dataset:
     """Name and label the solver's arrays (padding removed)."""
     network, routes = compiled.network, compiled.routes
@@ -38,7 +61,6 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
     time = interval * np.arange(1, compiled.grid.records + 1)
     links = network.links
     capacity = np.array([link.capacity for link in links])
-    buffer = np.array([link.buffer for link in links])
     mss = compiled.scenario.packet_bytes
 
     def lk(array: np.ndarray) -> np.ndarray:
@@ -78,24 +100,10 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         if name != "cwnd":
             variables[name] = (("time", "subflow"), fl(values),
                                {"units": _STATE_UNITS.get(name, "1")})
-    flows = routes.flows
     coords = {
         "time": ("time", time, {"units": "s"}),
-        "link": ("link", [link.name for link in links]),
-        "link_src": ("link", [link.src for link in links]),
-        "link_dst": ("link", [link.dst for link in links]),
-        "link_tier": ("link", [link.tier for link in links]),
-        "capacity": ("link", capacity, {"units": "bytes/s"}),
-        "buffer": ("link", buffer, {"units": "bytes"}),
-        "delay": ("link", np.array([link.delay for link in links]), {"units": "s"}),
-        "flow": ("flow", np.arange(n_flows)),
-        "src": ("flow", [f.src for f in flows]),
-        "dst": ("flow", [f.dst for f in flows]),
+        **network_coords(network, routes),
         "cc": ("flow", [compiled.model.name] * n_flows),
-        "start": ("flow", np.array([f.start for f in flows]), {"units": "s"}),
-        "size": ("flow", np.array([f.size for f in flows]), {"units": "bytes"}),
-        "paths": ("flow", np.bincount(np.asarray(routes.path_flow), minlength=n_flows)),
-        "equal_cost_paths": ("flow", np.asarray(routes.equal_cost)),
         "subflow": ("subflow", np.arange(n_flows)),
         "subflow_flow": ("subflow", np.arange(n_flows)),
     }

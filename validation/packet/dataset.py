@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from pathflow.results import network_coords
 from pathflow.validation.packet import layout as L
 from pathflow.validation.packet.build import Built
 
@@ -87,22 +88,9 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
     n_sub = si.shape[0]
     coords = {
         "time": ("time", time, {"units": "s"}),
-        "link": ("link", [link.name for link in links]),
-        "link_src": ("link", [link.src for link in links]),
-        "link_dst": ("link", [link.dst for link in links]),
-        "link_tier": ("link", [link.tier for link in links]),
-        "capacity": ("link", capacity, {"units": "bytes/s"}),
-        "buffer": ("link", np.array([link.buffer for link in links]), {"units": "bytes"}),
-        "delay": ("link", np.array([link.delay for link in links]), {"units": "s"}),
-        "flow": ("flow", np.arange(n_flows)),
-        "src": ("flow", [f.src for f in flows]),
-        "dst": ("flow", [f.dst for f in flows]),
+        **network_coords(network, routes),
         "cc": ("flow", [cc_names[int(si[np.argmax(connection == f), L.SI_CC])]
                         for f in range(n_flows)]),
-        "start": ("flow", np.array([f.start for f in flows]), {"units": "s"}),
-        "size": ("flow", np.array([f.size for f in flows]), {"units": "bytes"}),
-        "paths": ("flow", np.bincount(np.asarray(routes.path_flow), minlength=n_flows)),
-        "equal_cost_paths": ("flow", np.asarray(routes.equal_cost)),
         "subflow": ("subflow", np.arange(n_sub)),
         "subflow_flow": ("subflow", connection.copy()),
     }
