@@ -136,8 +136,8 @@ def _timed(function: Callable[[], Any]) -> tuple[Any, float]:
 def bench_case(case: str, scenario: Scenario, repeat: int) -> CaseResult:
     """Build, compile and run one scenario; the run time is the best of `repeat` runs."""
     compiled, build_s = _timed(lambda: compile_scenario(scenario))
-    model, problem, grid = compiled.model, compiled.problem, compiled.grid
-    lowered, lower_s = _timed(lambda: integrate.lower(model, problem, grid))
+    physics, problem, grid = compiled.physics, compiled.problem, compiled.grid
+    lowered, lower_s = _timed(lambda: integrate.lower(physics, problem, grid))
     program, compile_s = _timed(lowered.compile)
     _, first_call_s = _timed(lambda: jax.block_until_ready(program(problem)))
     runs = [_timed(lambda: jax.block_until_ready(program(problem)))[1] for _ in range(repeat)]

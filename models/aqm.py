@@ -1,4 +1,4 @@
-"""Queues and active queue management: drop-tail, RED and the ECN step marker.
+"""Queues and active queue management: drop-tail, RED and the ECN step marker, as disciplines.
 
 Model
 -----
@@ -20,11 +20,23 @@ becomes in the fluid limit (MGT 2000) dv/dt = -ln(1 - w) C / mss * (q - v), inte
 over the step. An ECN-capable AQM marks with p; a non-ECN RED drops arrivals with p before they
 are queued. Drop-tail is min = max = inf.
 
+Interface
+---------
+A queue discipline (`QueueDiscipline`) declares its scenario parameters (`[aqm]` keys, with
+units, defaults and ranges), the per-link values it needs (`Params`, one entry per link) and two
+pure functions the solver calls every step: `congestion` (the marking and early-drop
+probabilities of a link from its queue measure) and `average` (the measure after a step: the
+queue itself, or RED's moving average). The queue itself (`queue_step`: capacity, buffer,
+projection) is common to all. Host NICs and the solver's padding link get the discipline's inert
+values (`inert`): they never mark or drop early.
+
 Parameters (per link, SI)
 -------------------------
-capacity, buffer, mark_min, mark_max (bytes), mark_pmax, avg_rate (1/s; inf for the instantaneous
-queue), ecn (1 to mark, 0 to drop early). RED defaults (scenario level): pmax 0.1, w 0.002
-(Floyd and Jacobson 1993). RED here is classic (not "gentle"): p jumps to 1 above max.
+capacity (bytes/s) and buffer (bytes) for every discipline; ecn_step: threshold K (bytes); red:
+min, max (bytes), pmax, avg_rate (1/s, from the per-packet weight w and the link's packet rate),
+ecn (1 to mark, 0 to drop early). RED defaults: pmax 0.1, w 0.002 (Floyd and Jacobson 1993);
+ecn defaults to whether the congestion control reacts to ECN (DCTCP yes, Reno no). RED here is
+classic (not "gentle"): p jumps to 1 above max.
 
 Scope and limitations
 ---------------------
@@ -40,23 +52,26 @@ run's invariant report checks work and byte conservation (pathflow.invariants); 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from pathflow.models.base import Array
+from pathflow.models.parameters import Parameter
+
+__all__ = ["DISCIPLINES", "DropTail", "EcnStep", "QueueDiscipline", "QueueStep", "Queues", "Red",
+           "queue_step"]
 
 
-class QueueParams(NamedTuple):
-    """Per-link queue parameters (SI units), arrays of one entry per link."""
+class Queues(NamedTuple):
+    """What every egress queue has, arrays of one entry per link (SI units)."""
 
-    capacity: Array
-    buffer: Array
-    mark_min: Array
-    mark_max: Array
-    mark_pmax: Array
-    avg_rate: Array
-    ecn: Array
+    capacity: Array  # bytes/s
+    buffer: Array  # bytes
 
 
 class QueueStep(NamedTuple):
@@ -65,27 +80,160 @@ class QueueStep(NamedTuple):
     drop: Array  # bytes/s dropped (early drops plus overflow)
 
 
-def marking_probability(measure: Array, params: QueueParams) -> Array:
-    """RED's linear ramp; a step at K when mark_min == mark_max == K; 0 when both are inf."""
-    span = jnp.where(params.mark_max > params.mark_min, params.mark_max - params.mark_min, 1.0)
-    ramp = params.mark_pmax * jnp.clip((measure - params.mark_min) / span, 0.0, 1.0)
-    ramp = jnp.where(jnp.isfinite(params.mark_min), ramp, 0.0)
-    above_min = jnp.where(measure > params.mark_min, ramp, 0.0)
-    return jnp.where(measure > params.mark_max, 1.0, above_min)
-
-
-def average(measure: Array, queue: Array, params: QueueParams, dt: Array) -> Array:
-    """RED's moving average after a step; the queue itself where avg_rate is inf."""
-    keep = jnp.exp(-params.avg_rate * dt)  # exp(-inf) = 0: instantaneous
-    return queue + (measure - queue) * keep
-
-
-def queue_step(queue: Array, arrival: Array, early_drop: Array, params: QueueParams,
+def queue_step(queue: Array, arrival: Array, early_drop: Array, queues: Queues,
                dt: Array) -> QueueStep:
     """Advance the queue by dt with constant arrivals (bytes/s), after early drops (fraction)."""
     accepted = arrival * (1.0 - early_drop)
-    served = jnp.minimum(params.capacity * dt, queue + accepted * dt)
+    served = jnp.minimum(queues.capacity * dt, queue + accepted * dt)
     filled = queue + accepted * dt - served
-    overflow = jnp.maximum(filled - params.buffer, 0.0)
+    overflow = jnp.maximum(filled - queues.buffer, 0.0)
     drop = arrival * early_drop + overflow / dt
     return QueueStep(filled - overflow, served / dt, drop)
+
+
+@dataclass(frozen=True)
+class QueueDiscipline(ABC):
+    """A queue discipline at switch ports (see the module docstring)."""
+
+    name: ClassVar[str]
+    parameters: ClassVar[tuple[Parameter, ...]] = ()
+    Params: ClassVar[type[Any]]
+
+    @classmethod
+    def check(cls, values: dict[str, Any]) -> None:
+        """Rules across parameters (ValueError naming the key); none by default."""
+        return
+
+    @abstractmethod
+    def port(self, values: dict[str, Any], capacity: float, packet_bytes: float
+             ) -> tuple[float, ...]:
+        """The `Params` row of a switch port of `capacity` (bytes/s) from resolved values."""
+
+    @abstractmethod
+    def inert(self) -> tuple[float, ...]:
+        """The `Params` row of a link that never marks or drops early."""
+
+    @abstractmethod
+    def congestion(self, measure: Array, params: Any) -> tuple[Array, Array]:
+        """(marking probability, early-drop probability) of each link from its queue measure."""
+
+    def marks(self, values: dict[str, Any]) -> bool:
+        """Whether congestion below the buffer limit is signalled by ECN marks (not drops)."""
+        return False
+
+    def average(self, measure: Array, queue: Array, params: Any, dt: Array) -> Array:
+        """The queue measure after a step; the instantaneous queue unless overridden."""
+        return queue
+
+    def pack(self, rows: list[tuple[float, ...]]) -> Any:
+        """`Params` of numpy arrays from one row per link."""
+        columns = np.array(rows, dtype=np.float64).reshape(len(rows), -1).T
+        return self.Params(*columns)
+
+
+class _NoParams(NamedTuple):
+    pass
+
+
+@dataclass(frozen=True)
+class DropTail(QueueDiscipline):
+    """Loss only when the buffer is full."""
+
+    name = "droptail"
+    Params = _NoParams
+
+    def port(self, values: dict[str, Any], capacity: float, packet_bytes: float
+             ) -> tuple[float, ...]:
+        return ()
+
+    def inert(self) -> tuple[float, ...]:
+        return ()
+
+    def congestion(self, measure: Array, params: _NoParams) -> tuple[Array, Array]:
+        zeros = jnp.zeros_like(measure)
+        return zeros, zeros
+
+
+class StepParams(NamedTuple):
+    threshold: Array  # bytes; inf never marks
+
+
+@dataclass(frozen=True)
+class EcnStep(QueueDiscipline):
+    """DCTCP's switch rule: mark every packet while the instantaneous queue exceeds K."""
+
+    name = "ecn_step"
+    parameters = (Parameter("threshold", "bytes", None, "marking threshold K on the "
+                            "instantaneous queue (e.g. \"20pkt\")", low=0.0),)
+    Params = StepParams
+
+    def port(self, values: dict[str, Any], capacity: float, packet_bytes: float
+             ) -> tuple[float, ...]:
+        return (values["threshold"],)
+
+    def inert(self) -> tuple[float, ...]:
+        return (math.inf,)
+
+    def marks(self, values: dict[str, Any]) -> bool:
+        return True
+
+    def congestion(self, measure: Array, params: StepParams) -> tuple[Array, Array]:
+        marked = (measure > params.threshold).astype(measure.dtype)
+        return marked, jnp.zeros_like(measure)
+
+
+class RedParams(NamedTuple):
+    min: Array  # bytes
+    max: Array  # bytes
+    pmax: Array
+    avg_rate: Array  # 1/s: the fluid limit of the per-packet EWMA
+    ecn: Array  # 1 marks, 0 drops early
+
+
+@dataclass(frozen=True)
+class Red(QueueDiscipline):
+    """Random early detection on the moving average of the queue, marking or dropping."""
+
+    name = "red"
+    parameters = (
+        Parameter("min", "bytes", None, "lower threshold on the averaged queue", low=0.0),
+        Parameter("max", "bytes", None, "upper threshold on the averaged queue", low=0.0),
+        Parameter("pmax", "1", 0.1, "probability at max", low=0.0, high=1.0, inclusive=False),
+        Parameter("weight", "1", 0.002, "per-packet weight of the moving average", low=0.0,
+                  high=1.0, inclusive=False),
+        Parameter("ecn", "flag", None, "mark instead of drop (default: whether the congestion "
+                  "control reacts to ECN: true for dctcp, false for reno)", optional=True),
+    )
+    Params = RedParams
+
+    @classmethod
+    def check(cls, values: dict[str, Any]) -> None:
+        if not values["min"] < values["max"]:
+            raise ValueError("min: must be smaller than max")
+
+    def port(self, values: dict[str, Any], capacity: float, packet_bytes: float
+             ) -> tuple[float, ...]:
+        weight = min(values["weight"], 1 - 1e-12)
+        rate = -math.log1p(-weight) * capacity / packet_bytes
+        return (values["min"], values["max"], values["pmax"], rate, float(values["ecn"]))
+
+    def inert(self) -> tuple[float, ...]:
+        return (math.inf, math.inf, 1.0, math.inf, 0.0)
+
+    def marks(self, values: dict[str, Any]) -> bool:
+        return bool(values["ecn"])
+
+    def congestion(self, measure: Array, params: RedParams) -> tuple[Array, Array]:
+        span = jnp.where(params.max > params.min, params.max - params.min, 1.0)
+        ramp = params.pmax * jnp.clip((measure - params.min) / span, 0.0, 1.0)
+        ramp = jnp.where(jnp.isfinite(params.min), ramp, 0.0)
+        above_min = jnp.where(measure > params.min, ramp, 0.0)
+        probability = jnp.where(measure > params.max, 1.0, above_min)
+        return probability * params.ecn, probability * (1.0 - params.ecn)
+
+    def average(self, measure: Array, queue: Array, params: RedParams, dt: Array) -> Array:
+        keep = jnp.exp(-params.avg_rate * dt)  # exp(-inf) = 0: instantaneous
+        return queue + (measure - queue) * keep
+
+
+DISCIPLINES: dict[str, QueueDiscipline] = {d.name: d for d in (DropTail(), EcnStep(), Red())}

@@ -1,21 +1,34 @@
 """The interface every congestion-control model implements.
 
 A *controller* (a TCP flow, later an MPTCP subflow or a DCQCN queue pair) owns congestion state and
-sends on one or more paths. Once per step the solver hands each controller the network's signals as
-it sees them, one round-trip late (`Signals`), and integrates the model's vector field
-(`derivative`), then applies the model's discrete rules and floors (`project`). Models are pure
-functions of arrays with one entry per controller, so the solver can `jit`, `vmap` and
-differentiate through them.
+sends on one or more paths. Once per step the solver asks each controller for its sending rate
+(`rate`), hands it the network's signals as it sees them, one round trip late (`Signals`), and
+integrates the model's vector field (`derivative`), then applies the model's discrete rules and
+floors (`project`). Models are pure functions of arrays with one entry per controller, so the
+solver can `jit`, `vmap` and differentiate through them.
 
-Units: windows in packets (of `ControllerParams.mss` bytes), time in seconds, rates in packets/s.
+A model declares its own parameters (`parameters`: name, unit, default, range, meaning) and the
+pytree that carries their values (`Params`, a NamedTuple whose fields are the declared names of
+the non-structural parameters, each an array of one entry per controller, so that a batch may
+vary them). Structural parameters (choices such as Reno's reaction form) select code and are
+fields of the model object itself. The registry (`models.registry`) names each model once; the
+scenario vocabulary and the help text come from these declarations.
+
+Units: packets (of the controller's `transport.mss` bytes), seconds, packets/s. A window-based
+model's rate is its window over the round trip; a rate-based model's is its own state.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import jax
+import numpy as np
+
+from pathflow.models.parameters import Parameter
+
+__all__ = ["Array", "CongestionModel", "Signals", "State"]
 
 Array = jax.Array
 State = dict[str, Array]
@@ -29,9 +42,9 @@ class Signals(NamedTuple):
     loss: fraction of its packets dropped, as seen now (t - R).
     acked_rate: its sending rate one round trip ago, x(t - R) (packets/s): the rate at which
         acknowledgements (and with them marks and loss notices) arrive now.
-    window_limited: 1 where the window limits the sending rate, 0 where the sender's own NIC
-        does (its host link is saturated). Like Linux (RFC 7661 cwnd validation, TCP small
-        queues), a window that does not limit the rate does not grow.
+    window_limited: 1 where the controller's own rate limits what it sends, 0 where the
+        sender's NIC does (its host link is saturated). Like Linux (RFC 7661 cwnd validation,
+        TCP small queues), a window that does not limit the rate does not grow.
     """
 
     rtt: Array
@@ -41,34 +54,51 @@ class Signals(NamedTuple):
     window_limited: Array
 
 
-class ControllerParams(NamedTuple):
-    """Per-controller model parameters (arrays, so that a batch may vary them)."""
-
-    mss: Array  # bytes per packet
-    g: Array  # DCTCP EWMA gain
-    ack_ratio: Array  # segments acknowledged per window-increase event (delayed ACK b)
-    init_cwnd: Array  # packets
-    min_cwnd: Array  # packets
-    ssthresh: Array  # packets (inf: slow start until the first congestion signal)
-
-
 class CongestionModel(ABC):
-    """A window-based congestion-control model (see `models.reno`, `models.dctcp`)."""
+    """A congestion-control model: its parameters, state, sending rate and dynamics.
+
+    Subclasses are frozen dataclasses (hashable: the model is a static argument of the compiled
+    solver) whose fields are the model's structural parameters."""
 
     name: ClassVar[str]
+    sends: ClassVar[Literal["window", "rate"]]
+    parameters: ClassVar[tuple[Parameter, ...]]
+    Params: ClassVar[type[Any]]
+    state_units: ClassVar[dict[str, str]] = {}  # units of the state variables in results
+
+    @classmethod
+    def values(cls) -> tuple[Parameter, ...]:
+        """The declared parameters that are values (the `Params` fields), in field order."""
+        return tuple(p for p in cls.parameters if not p.structural)
+
+    @classmethod
+    def structure(cls) -> tuple[Parameter, ...]:
+        """The declared structural parameters (constructor fields)."""
+        return tuple(p for p in cls.parameters if p.structural)
+
+    @classmethod
+    def build_params(cls, values: dict[str, float], controllers: int) -> Any:
+        """`Params` with every controller given the same resolved values (numpy arrays)."""
+        return cls.Params(*(np.full(controllers, float(values[p.name]))
+                            for p in cls.values()))
+
+    @classmethod
+    def check(cls, values: dict[str, float | str]) -> None:
+        """Rules across parameters (ValueError naming the key); none by default."""
+        return
 
     @abstractmethod
-    def initial_state(self, params: ControllerParams) -> State:
-        """State at the flow's start."""
+    def initial_state(self, params: Any) -> State:
+        """State at the controller's start."""
 
     @abstractmethod
-    def derivative(self, state: State, signals: Signals, params: ControllerParams) -> State:
+    def rate(self, state: State, rtt: Array, params: Any) -> Array:
+        """The sending rate the controller wants (packets/s), before its NIC caps it."""
+
+    @abstractmethod
+    def derivative(self, state: State, signals: Signals, params: Any) -> State:
         """d(state)/dt, given the delayed signals."""
 
     @abstractmethod
-    def project(self, state: State, signals: Signals, params: ControllerParams) -> State:
-        """Discrete rules applied after each step: floors, slow-start exit."""
-
-    def window(self, state: State) -> Array:
-        """Congestion window (packets); the sending rate is window * mss / rtt."""
-        return state["cwnd"]
+    def project(self, state: State, signals: Signals, params: Any) -> State:
+        """Discrete rules applied after each step: floors, slow-start exit, reactions."""

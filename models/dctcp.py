@@ -52,25 +52,43 @@ fairness", SIGMETRICS 2011.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import jax.numpy as jnp
 
-from pathflow.models.base import Array, ControllerParams, Signals, State
-from pathflow.models.window import WindowControl
+from pathflow.models.base import Array, Signals, State
+from pathflow.models.parameters import Parameter
+from pathflow.models.window import WINDOW_PARAMETERS, WindowControl, reaction_choice
+
+
+class DctcpParams(NamedTuple):
+    """The shared window parameters (`models.window.WindowParams`) and DCTCP's gain."""
+
+    ack_ratio: Array
+    init_cwnd: Array
+    min_cwnd: Array
+    ssthresh: Array
+    g: Array  # EWMA gain of the marked fraction
 
 
 @dataclass(frozen=True)
 class Dctcp(WindowControl):
     name = "dctcp"
+    parameters = (*WINDOW_PARAMETERS,
+                  Parameter("g", "1", 1 / 16, "EWMA gain of the marked fraction (Linux "
+                            "dctcp_shift_g = 4)", low=0.0, high=1.0, inclusive=False),
+                  reaction_choice("window"))
+    Params: ClassVar[type] = DctcpParams
+    state_units: ClassVar[dict[str, str]] = {**WindowControl.state_units, "alpha": "1"}
     reaction: str = "window"
 
     def mark_factor(self, state: State) -> Array:
         return 1.0 - state["alpha"] / 2
 
-    def extra_state(self, params: ControllerParams) -> State:
+    def extra_state(self, params: DctcpParams) -> State:
         return {"alpha": jnp.ones_like(params.init_cwnd)}
 
-    def extra_derivative(self, state: State, signals: Signals, params: ControllerParams) -> State:
+    def extra_derivative(self, state: State, signals: Signals, params: DctcpParams) -> State:
         return {"alpha": params.g / signals.rtt * (signals.mark - state["alpha"])}
 
     def extra_project(self, state: State) -> State:

@@ -44,12 +44,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pathflow.models.base import Array, State
-from pathflow.models.window import WindowControl
+from pathflow.models.window import WINDOW_PARAMETERS, WindowControl, reaction_choice
 
 
 @dataclass(frozen=True)
 class Reno(WindowControl):
     name = "reno"
+    parameters = (*WINDOW_PARAMETERS, reaction_choice("mean"))
     reaction: str = "mean"
 
     def mark_factor(self, state: State) -> Array:

@@ -49,15 +49,47 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import jax.numpy as jnp
 
-from pathflow.models.base import Array, CongestionModel, ControllerParams, Signals, State
+from pathflow.models.base import Array, CongestionModel, Signals, State
+from pathflow.models.parameters import Parameter
+
+__all__ = ["REACTIONS", "WINDOW_PARAMETERS", "WindowControl", "WindowParams", "reaction_choice"]
 
 REACTIONS = ("window", "mean")
 
 
-def increase(state: State, signals: Signals, params: ControllerParams) -> Array:
+class WindowParams(NamedTuple):
+    """Per-controller values of the shared window parameters (packets, or plain numbers)."""
+
+    ack_ratio: Array  # segments acknowledged per window-increase event (delayed ACK b)
+    init_cwnd: Array  # packets
+    min_cwnd: Array  # packets
+    ssthresh: Array  # packets (inf: slow start until the first congestion signal)
+
+
+WINDOW_PARAMETERS = (
+    Parameter("ack_ratio", "1", 1.0, "segments per window-increase event: 1 Linux, 2 ns-3 "
+              "NewReno with delayed ACKs", low=1.0, high=64.0),
+    Parameter("init_cwnd", "packets", "10pkt", "initial window (RFC 6928, Linux)", low=0.0,
+              inclusive=False),
+    Parameter("min_cwnd", "packets", "2pkt", "floor of the window after a reduction (Linux "
+              "keeps 2 segments)", low=0.0, inclusive=False),
+    Parameter("ssthresh", "packets", "inf", "slow-start threshold (inf: slow start until the "
+              "first congestion signal)", low=0.0, inclusive=False, infinite=True),
+)
+
+
+def reaction_choice(default: str) -> Parameter:
+    """The structural choice between the two reaction forms, with a model's own default."""
+    return Parameter("reaction", "choice", default, "window: cut at the first signal of a "
+                     "window, then ignore signals for one RTT; mean: mean-field MGT cut rate",
+                     choices=REACTIONS)
+
+
+def increase(state: State, signals: Signals, params: WindowParams) -> Array:
     """dW/dt from acknowledgements: W/(bR) in slow start, 1/(bR) in congestion avoidance;
     zero while the window does not limit the rate (the sender's NIC does)."""
     per_event = signals.window_limited / (params.ack_ratio * signals.rtt)
@@ -73,31 +105,45 @@ def event_rate(fraction: Array, acked_rate: Array, rtt: Array) -> Array:
 class WindowControl(CongestionModel):
     """A window-based TCP: growth, multiplicative reactions, slow start, floors.
 
-    Subclasses give the reaction to a mark (`mark_factor`) and any extra state of their own
-    (`extra_state`, `extra_derivative`, `extra_project`). `reaction` is "window" or "mean"
-    (see the module docstring)."""
+    Subclasses give the reaction to a mark (`mark_factor`), their parameters (the shared
+    `WINDOW_PARAMETERS` and their own, with `Params` holding the value fields) and any extra
+    state of their own (`extra_state`, `extra_derivative`, `extra_project`). `reaction` is
+    "window" or "mean" (see the module docstring)."""
 
+    sends = "window"
+    Params: ClassVar[type] = WindowParams
+    state_units: ClassVar[dict[str, str]] = {"cwnd": "packets", "slow_start": "1", "cwr": "s",
+                                             "credit": "packets"}
     reaction: str = "window"
+
+    @classmethod
+    def check(cls, values: dict[str, float | str]) -> None:
+        """Cross-parameter rules (ValueError naming the key)."""
+        if values["min_cwnd"] > values["init_cwnd"]:
+            raise ValueError("min_cwnd: must not exceed init_cwnd")
 
     @abstractmethod
     def mark_factor(self, state: State) -> Array:
         """W is multiplied by this on an ECN reaction."""
 
-    def extra_state(self, params: ControllerParams) -> State:
+    def extra_state(self, params: WindowParams) -> State:
         return {}
 
-    def extra_derivative(self, state: State, signals: Signals, params: ControllerParams) -> State:
+    def extra_derivative(self, state: State, signals: Signals, params: WindowParams) -> State:
         return {}
 
     def extra_project(self, state: State) -> State:
         return {}
 
-    def initial_state(self, params: ControllerParams) -> State:
+    def rate(self, state: State, rtt: Array, params: WindowParams) -> Array:
+        return state["cwnd"] / rtt
+
+    def initial_state(self, params: WindowParams) -> State:
         zeros = jnp.zeros_like(params.init_cwnd)
         return {"cwnd": params.init_cwnd, "slow_start": jnp.ones_like(zeros), "cwr": zeros,
                 "credit": zeros, **self.extra_state(params)}
 
-    def derivative(self, state: State, signals: Signals, params: ControllerParams) -> State:
+    def derivative(self, state: State, signals: Signals, params: WindowParams) -> State:
         cwnd = state["cwnd"]
         growth = increase(state, signals, params)
         zeros = jnp.zeros_like(cwnd)
@@ -113,7 +159,7 @@ class WindowControl(CongestionModel):
                      "credit": jnp.where(listening, signals.acked_rate * congestion, 0.0)}
         return {**flows, "slow_start": zeros, **self.extra_derivative(state, signals, params)}
 
-    def project(self, state: State, signals: Signals, params: ControllerParams) -> State:
+    def project(self, state: State, signals: Signals, params: WindowParams) -> State:
         cwnd = state["cwnd"]
         if self.reaction == "window":
             fire = (state["credit"] >= 1.0) & (state["cwr"] <= 0)

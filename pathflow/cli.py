@@ -42,6 +42,7 @@ from pathflow.units import (
 )
 
 if TYPE_CHECKING:
+    from pathflow.cost import Cost
     from pathflow.validation.calibration import CalibrationResult
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -126,17 +127,119 @@ Threads = Annotated[int, typer.Option("--threads", min=0, help="CPUs for the sol
                                       "One is fastest for most fluid runs.")]
 
 
+Yes = Annotated[bool, typer.Option("--yes", "-y", help=(
+    "Start without asking when the estimated time is above an hour (without a terminal to "
+    "ask on, such a run is refused unless --yes is given)."))]
+MaxMemory = Annotated[str | None, typer.Option("--max-memory", metavar="SIZE", help=(
+    "Refuse to start when the estimated memory exceeds SIZE, e.g. 8GB (default: the memory "
+    "available now)."))]
+
+
+def _plain_progress(description: str) -> Callable[[float, float], None]:
+    """Progress for a log or a pipe: a line each time another tenth of the work is done."""
+    from pathflow.cost import duration
+
+    clock = time.perf_counter()
+    shown = 0
+
+    def update(done: float, total: float) -> None:
+        nonlocal shown
+        fraction = min(1.0, done / total) if total > 0 else 1.0
+        tenth = math.floor(fraction * 10 + 1e-9)
+        if tenth <= shown:
+            return
+        shown = tenth
+        elapsed = time.perf_counter() - clock
+        left = "" if fraction >= 1 else (
+            f", about {duration(elapsed * (1 - fraction) / fraction)} left")
+        errors.print(f"{description}: {round(100 * fraction)} % (elapsed {duration(elapsed)}"
+                     f"{left})", markup=False, highlight=False, soft_wrap=True)
+
+    return update
+
+
 @contextmanager
 def _progress(description: str, quiet: bool) -> Iterator[Callable[[float, float], None]]:
+    """A progress bar on a terminal, a line per 10 % otherwise. The bar appears with the first
+    update, so whatever runs before it (the cost line, a question) prints undisturbed."""
+    if quiet:
+        yield lambda done, total: None
+        return
+    if not errors.is_terminal:
+        yield _plain_progress(description)
+        return
     columns = (TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=errors, transient=True, disable=quiet) as bar:
-        task = bar.add_task(description, total=1.0)
+    bar = Progress(*columns, console=errors, transient=True)
+    task = bar.add_task(description, total=1.0)
 
-        def update(done: float, total: float) -> None:
-            bar.update(task, completed=done, total=total)
+    def update(done: float, total: float) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=done, total=total)
 
+    try:
         yield update
+    finally:
+        bar.stop()
+
+
+@contextmanager
+def _preparing(description: str, quiet: bool) -> Iterator[Callable[[], None]]:
+    """While a scenario is compiled (networks, routes, arrays; minutes for a k = 32 fat-tree): a
+    spinner on a terminal; otherwise one line, if it takes more than two seconds. The yielded
+    function ends it early."""
+    if quiet:
+        yield lambda: None
+        return
+    if not errors.is_terminal:
+        from threading import Timer
+
+        timer = Timer(2.0, lambda: errors.print(f"{description} ...", markup=False,
+                                                highlight=False, soft_wrap=True))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield timer.cancel
+        finally:
+            timer.cancel()
+        return
+    spinner = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                       console=errors, transient=True)
+    spinner.add_task(escape(description), total=None)
+    spinner.start()
+    try:
+        yield spinner.stop
+    finally:
+        spinner.stop()
+
+
+def _interactive() -> bool:
+    """Whether a question can be asked (standard input is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def _before_running(cost: Cost, what: str, quiet: bool, yes: bool, max_memory: str | None
+                    ) -> None:
+    """Refuse what cannot fit in memory, state the cost, and ask before what is estimated above
+    an hour (refuse it without a terminal unless --yes)."""
+    from pathflow.cost import CONFIRM_SECONDS, available_memory, check_memory, describe
+
+    if max_memory is not None:
+        limit = parse_size(max_memory, 1.0, "--max-memory")
+        check_memory(cost, limit, what, "the limit (--max-memory)")
+    else:
+        check_memory(cost, available_memory(), what, "available (--max-memory to change)")
+    line = f"{what}: {describe(cost)}"
+    long = cost.seconds > CONFIRM_SECONDS
+    if long and not yes and not _interactive():
+        _fail(f"{line}, above an hour; pass --yes to start it anyway (or a larger run.dt, a "
+              "shorter run.duration)")
+    if not quiet:
+        errors.print(line, markup=False, highlight=False, soft_wrap=True)
+    if long and not yes and not typer.confirm("Above an hour. Start it?", default=False,
+                                              err=True):
+        _fail("not started; pass --yes to start without asking")
 
 
 @contextmanager
@@ -213,12 +316,16 @@ def run(
                       ] = "fluid",
     check_dt: Annotated[bool, typer.Option("--check-dt", help="Also run at dt/2 and report "
                                            "whether the results agree (fluid only).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No cost line and no progress.")
+                     ] = False,
+    yes: Yes = False,
+    max_memory: MaxMemory = None,
     threads: Threads = 1,
 ) -> None:
     """Simulate a scenario with the fluid model (default) or the packet-level reference
     simulator (--engine packet); print per-flow throughput, the busiest links' queues,
-    convergence time and the invariant verdict; optionally write the Dataset and a plot."""
+    convergence time and the invariant verdict; optionally write the Dataset and a plot.
+    Before a fluid run starts, one line states its steps, memory and estimated time."""
     with _user_errors():
         if engine not in ENGINES:
             _fail(f"--engine: unknown engine {engine!r}; allowed: {', '.join(ENGINES)}")
@@ -234,10 +341,17 @@ def run(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if engine == "fluid":
+                from pathflow.compile import compile_scenario
+                from pathflow.cost import estimate
                 from pathflow.simulate import simulate
 
+                with _preparing(f"preparing {scenario.name}", quiet):
+                    compiled = compile_scenario(scenario)
+                _before_running(estimate(compiled, check_dt), scenario.name, quiet, yes,
+                                max_memory)
                 with _progress(f"simulating {scenario.name}", quiet) as update:
-                    ds = simulate(scenario, progress=update, check_dt=check_dt)
+                    ds = simulate(scenario, progress=update, check_dt=check_dt,
+                                  compiled=compiled)
             else:
                 from pathflow.validation.packet import simulate_packets
 
@@ -278,10 +392,14 @@ def sweep(
                                          "written after every batch.")] = Path("sweep.nc"),
     plot: Annotated[Path | None, typer.Option("--plot", help="PNG of queue and convergence time "
                                               "versus flows (default: OUTPUT with .png).")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No cost line and no progress.")
+                     ] = False,
+    yes: Yes = False,
+    max_memory: MaxMemory = None,
     threads: Threads = 1,
 ) -> None:
-    """Run a scenario for many flow counts, batched (one compiled program per size bucket)."""
+    """Run a scenario for many flow counts, batched (one compiled program per size bucket).
+    Before it starts, one line states its steps, memory and estimated time."""
     with _user_errors():
         from pathflow.results import write_dataset
         from pathflow.sweep import parse_flow_range, sweep_flows
@@ -298,10 +416,19 @@ def sweep(
             write_dataset(partial, str(output))  # type: ignore[arg-type]
             saved.append(partial)
 
+        what = f"sweeping {scenario.name} over {len(counts)} flow counts"
         try:
-            with _progress(f"sweeping {scenario.name} over {len(counts)} flow counts",
-                           quiet) as update:
-                result = sweep_flows(scenario, counts, progress=update, on_chunk=save)
+            with _preparing(f"preparing {len(counts)} points of {scenario.name}", quiet) as done, \
+                    _progress(what, quiet) as update:
+                def before_run(points: list) -> None:
+                    from pathflow.cost import estimate_sweep
+
+                    done()
+                    _before_running(estimate_sweep(points), scenario.name, quiet, yes,
+                                    max_memory)
+
+                result = sweep_flows(scenario, counts, progress=update, on_chunk=save,
+                                     before_run=before_run)
         except KeyboardInterrupt:
             if saved:
                 errors.print(f"interrupted: {len(saved[-1].flows)} finished points kept in "  # type: ignore[attr-defined]

@@ -7,7 +7,9 @@
   along the path; back along the reverse links with a 64-byte ACK (store-and-forward, as ns-3 and
   hardware switches do). On the seed 003 star (100 Mb/s, 62.5 us per link) this is 0.51 ms.
 - dt: 1/20 of the smallest base RTT, and at most half of RED's averaging time constant (DESIGN §4);
-  `[run] dt` overrides it.
+  this is the finest step. Unless `[run] dt` fixes the step, the solver coarsens it between
+  record segments to 1/20 of the round trips that limit the senders (`solvers.stepping`), never
+  beyond the record interval or RED's bound.
 - history: the largest possible round trip (base RTT plus every switch buffer on the path full)
   in steps.
 - records: `[run] sample` if given, else as many samples as fit a budget of about 5e5 values per
@@ -19,16 +21,17 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
-from pathflow.models.aqm import QueueParams
-from pathflow.models.base import CongestionModel, ControllerParams
-from pathflow.models.registry import get_model
+from pathflow.models.aqm import Queues
+from pathflow.models.base import CongestionModel
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario
-from pathflow.solvers.problem import Grid, Problem, cast_problem
+from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem
+from pathflow.solvers.stepping import Stepping
 from pathflow.topology import Network, build_network
 from pathflow.units import parse_time
 
@@ -44,9 +47,14 @@ class Compiled:
     scenario: Scenario
     network: Network
     routes: Routes
-    model: CongestionModel
+    physics: Physics
     problem: Problem
     grid: Grid
+    stepping: Stepping | None  # None: the step stays at dt throughout
+
+    @property
+    def model(self) -> CongestionModel:
+        return self.physics.model
 
     @property
     def dt(self) -> float:
@@ -57,26 +65,18 @@ class Compiled:
         return self.dt * self.grid.steps_per_record
 
 
-def _queue_params(scenario: Scenario, network: Network) -> QueueParams:
-    kind = scenario.spec.aqm.kind
-    aqm = scenario.aqm_si
+def _queue_params(scenario: Scenario, network: Network) -> tuple[Queues, Any]:
+    """Capacity and buffer of every link, and the discipline's values: a switch port's from
+    the scenario, the discipline's inert ones at host NICs (plain drop-tail) and the padding
+    link."""
+    discipline, values = scenario.discipline, scenario.aqm_si
     hosts = set(network.hosts)
-    rows = []
-    for link in network.links:
-        at_switch = link.src not in hosts  # hosts' NIC queues are plain drop-tail
-        if kind == "ecn_step" and at_switch:
-            rows.append((aqm["threshold"], aqm["threshold"], 1.0, math.inf, 1.0))
-        elif kind == "red" and at_switch:
-            weight = min(aqm["weight"], 1 - 1e-12)
-            rate = -math.log1p(-weight) * link.capacity / scenario.packet_bytes
-            rows.append((aqm["min"], aqm["max"], aqm["pmax"], rate, float(scenario.marks_ecn)))
-        else:
-            rows.append((math.inf, math.inf, 1.0, math.inf, 0.0))
-    rows.append((math.inf, math.inf, 1.0, math.inf, 0.0))  # padding link
-    columns = np.array(rows, dtype=np.float64).T
+    rows = [discipline.inert() if link.src in hosts
+            else discipline.port(values, link.capacity, scenario.packet_bytes)
+            for link in network.links]
     capacity = np.array([link.capacity for link in network.links] + [_PAD_CAPACITY])
     buffer = np.array([link.buffer for link in network.links] + [_PAD_CAPACITY])
-    return QueueParams(capacity, buffer, *columns)
+    return Queues(capacity, buffer), discipline.pack([*rows, discipline.inert()])
 
 
 def _path_arrays(scenario: Scenario, network: Network, routes: Routes
@@ -107,14 +107,15 @@ def _host_link(network: Network, host: str) -> int:
 
 
 def choose_grid(scenario: Scenario, base_rtt: np.ndarray, largest_rtt: np.ndarray,
-                queues: QueueParams, width: int) -> tuple[float, Grid]:
+                aqm: Any, width: int) -> tuple[float, Grid]:
     """dt and the record/history sizes for this scenario (see the module docstring)."""
     run = scenario.spec.run
     if run.dt is not None:
         dt = parse_time(run.dt, "run.dt")
     else:
         dt = float(base_rtt.min()) / 20
-        red = np.asarray(queues.avg_rate)[np.isfinite(queues.avg_rate)]
+        averaging = np.asarray(getattr(aqm, "avg_rate", np.array([np.inf])))
+        red = averaging[np.isfinite(averaging)]
         if red.size:
             dt = min(dt, 0.5 / float(red.max()))
     steps = math.ceil(scenario.duration / dt - 1e-9)
@@ -132,44 +133,48 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     """Network, routes and the solver's arrays for one scenario."""
     network = build_network(scenario)
     routes = build_routes(scenario, network)
-    model = get_model(scenario.spec.transport.cc, scenario.spec.transport.reaction)
-    queues = _queue_params(scenario, network)
+    control = scenario.control
+    model = control.build(scenario.cc_values)
+    queues, aqm = _queue_params(scenario, network)
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes)
     n_flows = len(routes.flows)
-    dt, grid = choose_grid(scenario, base_rtt, largest_rtt, queues,
-                           len(network.links) + n_flows)
+    dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_flows)
     history_bytes = grid.history * 4 * n_flows * 8  # the feedback ring buffer
     if history_bytes > 4e9:
         warnings.warn(f"the delay history needs {history_bytes / 1e9:.1f} GB: buffers allow round "
                       f"trips of {largest_rtt.max() * 1e3:.1f} ms at dt = {dt * 1e6:.2f} us; "
                       "consider smaller buffers or a larger [run] dt", stacklevel=2)
-    transport = scenario.spec.transport
-    mss = scenario.packet_bytes
-
-    def per_flow(value: float) -> np.ndarray:
-        return np.full(n_flows, value, dtype=np.float64)
-
-    params = ControllerParams(
-        mss=per_flow(mss),
-        g=per_flow(transport.g),
-        ack_ratio=per_flow(transport.ack_ratio),
-        init_cwnd=per_flow(scenario.size(transport.init_cwnd, "transport.init_cwnd") / mss),
-        min_cwnd=per_flow(scenario.size(transport.min_cwnd, "transport.min_cwnd") / mss),
-        ssthresh=per_flow(scenario.size(transport.ssthresh, "transport.ssthresh",
-                                        allow_inf=True) / mss),
-    )
     problem = Problem(
         queues=queues,
+        aqm=aqm,
         path_hops=hops,
-        path_controller=np.asarray(routes.path_flow, dtype=np.int32),
+        path_controller=np.asarray(routes.path_subflow, dtype=np.int32),
         path_weight=np.asarray(routes.path_weight),
         path_base_rtt=base_rtt,
         nic=np.array([_host_link(network, flow.src) for flow in routes.flows], dtype=np.int32),
         start=np.array([flow.start for flow in routes.flows]),
         size=np.array([flow.size for flow in routes.flows]),
         active=np.ones(n_flows),
-        params=params,
+        packet=np.full(n_flows, scenario.packet_bytes),
+        params=model.build_params(scenario.cc_values, n_flows),
         dt=np.asarray(dt),
     )
     dtype = jnp.float32 if scenario.spec.run.precision == "float32" else jnp.float64
-    return Compiled(scenario, network, routes, model, cast_problem(problem, dtype), grid)
+    physics = Physics(model, scenario.discipline)
+    return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,
+                    _stepping(scenario, dt, grid, aqm))
+
+
+def _stepping(scenario: Scenario, dt: float, grid: Grid, aqm: Any) -> Stepping | None:
+    """How the solver may coarsen the step: up to the record interval, and no further than
+    half of RED's averaging time where there is one; None where `[run] dt` fixes it or nothing
+    coarser is allowed."""
+    if scenario.spec.run.dt is not None or grid.steps_per_record == 1:
+        return None
+    finest = grid.steps_per_record
+    averaging = np.asarray(getattr(aqm, "avg_rate", np.array([np.inf])))
+    fastest = float(averaging[np.isfinite(averaging)].max(initial=0.0))
+    coarsest = max(1, math.ceil(dt * finest * fastest / 0.5))  # dt <= 0.5 / fastest
+    if coarsest >= finest:
+        return None
+    return Stepping(dt * finest, finest, coarsest)

@@ -22,8 +22,6 @@ from pathflow.topology import Network
 
 __all__ = ["network_coords", "trajectory_to_dataset", "write_dataset"]
 
-# Units of model state beyond the window: remaining CWR time, signal credit (models/window.py).
-_STATE_UNITS = {"cwr": "s", "credit": "packets"}
 
 
 def _version() -> str:
@@ -95,11 +93,13 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "subflow_rate": (("time", "subflow"), fl(t.flow_rate), {"units": "bytes/s"}),
         "rtt": (("time", "subflow"), fl(t.rtt), {"units": "s"}),
         "cwnd": (("time", "subflow"), fl(t.state["cwnd"]) * mss, {"units": "bytes"}),
+        "dt": (("time",), np.asarray(t.dt, dtype=float),
+               {"units": "s", "long_name": "integration step (chosen from the dynamics)"}),
     }
     for name, values in t.state.items():
         if name != "cwnd":
             variables[name] = (("time", "subflow"), fl(values),
-                               {"units": _STATE_UNITS.get(name, "1")})
+                               {"units": compiled.model.state_units.get(name, "1")})
     coords = {
         "time": ("time", time, {"units": "s"}),
         **network_coords(network, routes),

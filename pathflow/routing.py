@@ -1,7 +1,8 @@
 """Traffic patterns and routing: which flows exist and which paths carry them.
 
-`build_routes` turns a scenario and its network into flows (source, destination, start, size) and,
-for each flow, a set of paths with fixed split weights:
+`build_routes` turns a scenario and its network into flows (connections: source, destination,
+start, size), their subflows (the senders that own congestion state; one per TCP flow, several for
+an MPTCP connection) and, for each subflow, a set of paths with fixed split weights:
 
 - ``shortest``: one shortest path (the first in name order), the same for every flow of a pair.
 - ``ecmp``: one of the equal-cost shortest paths, picked by a seeded per-flow hash, so that two
@@ -32,7 +33,8 @@ __all__ = ["Flow", "Routes", "build_routes", "equal_cost_paths"]
 
 @dataclass(frozen=True)
 class Flow:
-    """One connection. SI units; size is math.inf for a flow that never ends."""
+    """One flow, i.e. one connection (the Dataset's `flow`). SI units; size is math.inf for a
+    flow that never ends."""
 
     src: str
     dst: str
@@ -42,15 +44,23 @@ class Flow:
 
 @dataclass(frozen=True)
 class Routes:
-    """Flows and their paths: path p belongs to flow `path_flow[p]`, carries the share
-    `path_weight[p]` of it, and crosses the links `paths[p]` (indices into Network.links).
-    `equal_cost[f]` counts the shortest paths of flow f's host pair (used or not)."""
+    """Flows, their subflows and the subflows' paths, in one vocabulary used by every engine:
+    subflow s belongs to flow `subflow_flow[s]`; path p belongs to subflow `path_subflow[p]`,
+    carries the share `path_weight[p]` of its rate and crosses the links `paths[p]` (indices
+    into Network.links). Paths are grouped by subflow and subflows by flow. `equal_cost[f]`
+    counts the shortest paths of flow f's host pair (used or not)."""
 
     flows: list[Flow]
     paths: list[tuple[int, ...]]
-    path_flow: list[int]
+    path_subflow: list[int]
     path_weight: list[float]
+    subflow_flow: list[int]
     equal_cost: list[int]  # per flow: how many equal-cost shortest paths its pair has
+
+    @property
+    def path_flow(self) -> list[int]:
+        """The flow of each path."""
+        return [self.subflow_flow[s] for s in self.path_subflow]
 
     def flows_per_link(self, network: Network) -> Counter[str]:
         """How many flows each link (by name) is offered, from the routes alone: a flow counts with
@@ -191,7 +201,7 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
              for (s, d), t0 in zip(pairs, starts, strict=True)]
     finder = _PathFinder(network, routing.max_paths)
     paths: list[tuple[int, ...]] = []
-    path_flow: list[int] = []
+    path_subflow: list[int] = []
     path_weight: list[float] = []
     equal_cost: list[int] = []
     for index, flow in enumerate(flows):
@@ -207,6 +217,6 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
             else:
                 chosen = options[:1]
         paths += chosen
-        path_flow += [index] * len(chosen)
+        path_subflow += [index] * len(chosen)  # one subflow per flow (TCP)
         path_weight += [1.0 / len(chosen)] * len(chosen)
-    return Routes(flows, paths, path_flow, path_weight, equal_cost)
+    return Routes(flows, paths, path_subflow, path_weight, list(range(len(flows))), equal_cost)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import textwrap
 import tomllib
 from functools import cached_property
 from pathlib import Path
@@ -18,6 +19,9 @@ from typing import Annotated, Any, Literal
 import tomli_w
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from pathflow.models.aqm import QueueDiscipline
+from pathflow.models.parameters import Parameter, resolve_parameters
+from pathflow.models.registry import CONTROLS, DISCIPLINES, CongestionControl
 from pathflow.units import UnitError, parse_rate, parse_size, parse_time
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
@@ -107,27 +111,19 @@ class Topology(_Section):
         return self
 
 
-class Aqm(_Section):
-    kind: Literal["droptail", "red", "ecn_step"] = "droptail"
-    threshold: Size | None = None
-    min: Size | None = None
-    max: Size | None = None
-    pmax: float | None = Field(None, gt=0, le=1)
-    weight: float | None = Field(None, gt=0, le=1)
-    ecn: bool | None = None
+class _Open(BaseModel):
+    """A section whose keys beyond the fixed ones are declared by a registered model (the
+    congestion control's or the queue discipline's parameters); `Scenario` resolves them."""
 
-    @model_validator(mode="after")
-    def _keys_fit_kind(self) -> Aqm:
-        used = {"droptail": set(), "ecn_step": {"threshold"},
-                "red": {"min", "max", "pmax", "weight", "ecn"}}[self.kind]
-        required = {"droptail": set(), "ecn_step": {"threshold"}, "red": {"min", "max"}}[self.kind]
-        for key in ("threshold", "min", "max", "pmax", "weight", "ecn"):
-            value = getattr(self, key)
-            if key in required and value is None:
-                raise ValueError(f"{key!r} is required for kind = {self.kind!r}")
-            if key not in used and value is not None:
-                raise ValueError(f"{key!r} is not used by kind = {self.kind!r}")
-        return self
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    def declared(self) -> dict[str, Any]:
+        """The keys beyond the fixed fields, as the user wrote them."""
+        return dict(self.model_extra or {})
+
+
+class Aqm(_Open):
+    kind: str = "droptail"
 
 
 class Traffic(_Section):
@@ -158,15 +154,9 @@ class Traffic(_Section):
         return self
 
 
-class Transport(_Section):
-    cc: Literal["reno", "dctcp"] = "dctcp"
+class Transport(_Open):
+    cc: str = "dctcp"
     mss: Size = "1500B"
-    g: float = Field(1 / 16, gt=0, le=1)
-    ack_ratio: float = Field(1.0, ge=1, le=64)
-    init_cwnd: Size = "10pkt"
-    min_cwnd: Size = "2pkt"
-    ssthresh: FlowSize = "inf"
-    reaction: Literal["window", "mean"] | None = None
 
 
 class Routing(_Section):
@@ -221,6 +211,26 @@ def _section_model(section: str) -> type[BaseModel] | None:
         model = annotation if isinstance(annotation, type) else next(
             (arg for arg in args if isinstance(arg, type) and issubclass(arg, BaseModel)), None)
     return model
+
+
+def _resolved(declared: tuple[Parameter, ...], given: dict[str, Any], section: str,
+              packet_bytes: float, check: Any) -> dict[str, Any]:
+    """Resolve a section's declared parameters; one-line ScenarioError naming the key."""
+    names = [p.name for p in declared]
+    fixed = {"transport": ["cc", "mss"], "aqm": ["kind"]}[section]
+    for key in given:
+        if key not in names:
+            owner = "cc" if section == "transport" else "kind"
+            raise ScenarioError(f"{section}.{key}: unknown key {key!r} for this {owner}; allowed "
+                                f"keys: {', '.join(fixed + names)}")
+    try:
+        values = resolve_parameters(declared, given, section, packet_bytes)
+        check(values)
+    except ValueError as error:
+        message = str(error)
+        raise ScenarioError(message if message.startswith(f"{section}.")
+                            else f"{section}.{message}") from None
+    return values
 
 
 class Scenario:
@@ -302,27 +312,37 @@ class Scenario:
         return self.size(self.spec.traffic.size, "traffic.size", allow_inf=True)
 
     @cached_property
-    def aqm_si(self) -> dict[str, float]:
-        """AQM parameters in bytes (thresholds) and plain numbers."""
-        aqm = self.spec.aqm
-        values: dict[str, float] = {}
-        for key in ("threshold", "min", "max"):
-            text = getattr(aqm, key)
-            if text is not None:
-                values[key] = self.size(text, f"aqm.{key}", allow_zero=True)
-        values["pmax"] = aqm.pmax if aqm.pmax is not None else 0.1
-        values["weight"] = aqm.weight if aqm.weight is not None else 0.002
+    def control(self) -> CongestionControl:
+        """The registry entry of `[transport] cc`."""
+        return CONTROLS[self.spec.transport.cc]
+
+    @cached_property
+    def cc_values(self) -> dict[str, Any]:
+        """Every parameter of the congestion control, resolved: what the user wrote or the
+        default, in the units the model receives (windows in packets; see models.parameters)."""
+        return _resolved(self.control.parameters, self.spec.transport.declared(), "transport",
+                         self.packet_bytes, self.control.model.check)
+
+    @cached_property
+    def discipline(self) -> QueueDiscipline:
+        """The queue discipline of `[aqm] kind`."""
+        return DISCIPLINES[self.spec.aqm.kind]
+
+    @cached_property
+    def aqm_si(self) -> dict[str, Any]:
+        """Every parameter of the queue discipline, resolved (bytes, plain numbers, flags); RED's
+        `ecn` defaults to whether the congestion control reacts to ECN."""
+        discipline = self.discipline
+        values = _resolved(discipline.parameters, self.spec.aqm.declared(), "aqm",
+                           self.packet_bytes, discipline.check)
+        if "ecn" in values and values["ecn"] is None:
+            values["ecn"] = float(self.control.ecn)
         return values
 
     @property
     def marks_ecn(self) -> bool:
         """Whether the AQM marks (True) rather than drops (False) below the buffer limit."""
-        aqm = self.spec.aqm
-        if aqm.kind == "ecn_step":
-            return True
-        if aqm.kind == "red":
-            return aqm.ecn if aqm.ecn is not None else self.spec.transport.cc == "dctcp"
-        return False
+        return self.discipline.marks(self.aqm_si)
 
     def link_params(self, name: str, tier: str) -> tuple[float, float, float]:
         """(capacity bytes/s, one-way delay s, buffer bytes) of a link after the overrides."""
@@ -357,19 +377,18 @@ class Scenario:
         for i, override in enumerate(spec.topology.links):
             if override.buffer is not None:
                 self.size(override.buffer, f"topology.links[{i}].buffer")
-        aqm = self.aqm_si
-        if spec.aqm.kind == "ecn_step" and aqm["threshold"] >= buffer:
+        if spec.transport.cc not in CONTROLS:
+            raise ScenarioError(f"transport.cc: {spec.transport.cc!r} is not allowed; allowed: "
+                                f"{', '.join(map(repr, CONTROLS))}")
+        if spec.aqm.kind not in DISCIPLINES:
+            raise ScenarioError(f"aqm.kind: {spec.aqm.kind!r} is not allowed; allowed: "
+                                f"{', '.join(map(repr, DISCIPLINES))}")
+        self.cc_values  # noqa: B018
+        threshold = self.aqm_si.get("threshold")
+        if threshold is not None and threshold >= buffer:
             raise ScenarioError(
-                f"aqm.threshold: {spec.aqm.threshold} must be below topology.buffer "
-                f"({spec.topology.buffer})")
-        if spec.aqm.kind == "red" and not aqm["min"] < aqm["max"]:
-            raise ScenarioError("aqm.min: must be smaller than aqm.max")
-        transport = spec.transport
-        init = self.size(transport.init_cwnd, "transport.init_cwnd")
-        floor = self.size(transport.min_cwnd, "transport.min_cwnd")
-        if floor > init:
-            raise ScenarioError("transport.min_cwnd: must not exceed transport.init_cwnd")
-        self.size(transport.ssthresh, "transport.ssthresh", allow_inf=True)
+                f"aqm.threshold: {spec.aqm.declared()['threshold']} must be below "
+                f"topology.buffer ({spec.topology.buffer})")
         run = spec.run
         for key in ("dt", "sample", "warmup"):
             text = getattr(run, key)
@@ -397,7 +416,7 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(f"{path.name}: {error}") from None
 
 
-REFERENCE = """\
+_REFERENCE = """\
 Scenario file keys (TOML). Quantities are strings with units: rates "10Gbps" "100Mbps" "1.25GB/s";
 times "62.5us" "2ms" "1s"; sizes "1500B" "512KB" "1MiB" "20pkt" (pkt = transport.mss bytes).
 
@@ -419,12 +438,7 @@ name = "..."                   label for outputs
              tier = "access" | "bottleneck" | "host-edge" | "edge-agg" | "agg-core" | "host-leaf"
              | "leaf-spine" | "graph"; then any of link_rate, delay, buffer
 
-[aqm]  (applied at switch ports; host NICs are drop-tail)
-  kind       droptail (default) | red | ecn_step
-  threshold  ecn_step: marking threshold K on the instantaneous queue (e.g. "20pkt")
-  min, max   red: thresholds on the averaged queue;  pmax (default 0.1);  weight (default 0.002)
-  ecn        red: mark instead of drop (default: true for dctcp, false for reno)
-
+{aqm}
 [traffic]
   pattern    incast (default; flows round-robin over the senders to one receiver) | permutation
              (random derangement of hosts) | stride (host i -> i + stride) | random | explicit
@@ -434,15 +448,7 @@ name = "..."                   label for outputs
   start      start time of every flow (default "0s");  start_jitter: add uniform [0, jitter)
   stride     stride pattern: offset;  receiver: incast receiver index (default 0)
 
-[transport]
-  cc         reno | dctcp (default)
-  mss        packet size on the wire, also the unit "pkt" (default "1500B")
-  g          DCTCP gain (default 0.0625)
-  ack_ratio  segments per window-increase event: 1 Linux (default), 2 ns-3 NewReno delayed ACKs
-  init_cwnd  (default "10pkt");  min_cwnd (default "2pkt");  ssthresh (default "inf")
-  reaction   window (cut at the first signal of a window, then ignore signals for one RTT;
-             default for dctcp) | mean (mean-field MGT cut rate; default for reno)
-
+{transport}
 [routing]
   mode       ecmp (default; seeded per-flow hash) | spray (equal split over equal-cost paths) |
              static (per-switch random next hop per destination) | shortest
@@ -455,3 +461,39 @@ name = "..."                   label for outputs
   warmup     start of the steady window for statistics (default: a quarter of duration)
   precision  float64 (default) | float32
 """
+
+
+def _describe(parameter: Parameter, indent: str) -> str:
+    """One parameter for the reference: meaning, default and allowed values, wrapped."""
+    default = parameter.default
+    shown = ("required" if default is None and not parameter.optional
+             else "optional" if default is None
+             else f"default {default:.6g}" if isinstance(default, float)
+             else f"default {default!r}")
+    text = f"{parameter.name:<10} {parameter.doc}; {parameter.allowed()}; {shown}"
+    return textwrap.fill(text, 100, initial_indent=indent,
+                         subsequent_indent=indent + " " * 11)
+
+
+def _vocabulary() -> dict[str, str]:
+    """The [aqm] and [transport] parts of the reference, generated from the registry."""
+    aqm = ["[aqm]  (applied at switch ports; host NICs are drop-tail)",
+           f"  kind       {' | '.join(DISCIPLINES)} (default droptail)"]
+    for name, kind in DISCIPLINES.items():
+        if kind.parameters:
+            aqm.append(f"  kind = {name!r}:")
+            aqm += [_describe(p, "    ") for p in kind.parameters]
+    transport = ["[transport]", f"  cc         {' | '.join(CONTROLS)} (default dctcp)",
+                 '  mss        packet size on the wire, also the unit "pkt" (default "1500B")']
+    for name, entry in CONTROLS.items():
+        transport.append(f"  cc = {name!r}: {entry.summary}; {entry.sends}-based")
+        transport += [_describe(p, "    ") for p in entry.parameters]
+    return {"aqm": "\n".join(aqm), "transport": "\n".join(transport)}
+
+
+def reference() -> str:
+    """The scenario vocabulary as `pathflow run --help` prints it (from the registry as it is)."""
+    return _REFERENCE.format(**_vocabulary())
+
+
+REFERENCE = reference()

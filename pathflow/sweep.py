@@ -123,17 +123,22 @@ def _chunks(compiled: list[Compiled]) -> Iterator[_Chunk]:
 def _run_chunk(chunk: _Chunk, progress: Callable[[int, int], None]) -> list[xr.Dataset]:
     padded = [pad_problem(c.problem, *chunk.shape) for c in chunk.members]
     padded += padded[-1:] * (chunk.batch - len(padded))
-    trajectory = solve(chunk.members[0].model, stack_problems(padded), chunk.grid,
+    trajectory = solve(chunk.members[0].physics, stack_problems(padded), chunk.grid,
                        batched=True, progress=progress)
     return [trajectory_to_dataset(c, jax.tree.map(lambda a, i=i: a[i], trajectory))
             for i, c in enumerate(chunk.members)]
 
 
 def sweep_flows(scenario: Scenario, counts: list[int], progress: Progress | None = None,
-                on_chunk: Callable[[xr.Dataset], None] | None = None) -> xr.Dataset:
+                on_chunk: Callable[[xr.Dataset], None] | None = None,
+                before_run: Callable[[list[Compiled]], None] | None = None) -> xr.Dataset:
     """Run `scenario` for every flow count; `on_chunk` receives the partial result after each
-    chunk (to save it), `progress(done, total)` counts points (fractions within a chunk)."""
+    chunk (to save it), `progress(done, total)` counts points (fractions within a chunk).
+    `before_run` sees the compiled points before any runs (to state the cost, or refuse by
+    raising)."""
     compiled = _compile_all(scenario, counts)
+    if before_run is not None:
+        before_run(compiled)
     finished: list[tuple[int, dict[str, float], xr.Dataset]] = []
     first: xr.Dataset | None = None
     done = 0.0

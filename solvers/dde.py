@@ -2,7 +2,7 @@
 
 Contract
 --------
-`integrate(model, problem, grid)` advances the whole network by `grid.steps` steps of
+`integrate(physics, problem, grid)` advances the whole network by `grid.steps` steps of
 `problem.dt` inside `lax.scan` and returns a `Trajectory` of `grid.records` samples. Memory is
 O(history + records), independent of the number of steps. The function is pure, so it can be
 `jax.jit`-ed, `jax.vmap`-ed over a batch of problems and differentiated.
@@ -13,14 +13,16 @@ One step from t to t + dt:
 
 1. Round-trip times from the current queues: R_p = base_p + sum_{l in p} q_l / C_l per path, and
    per controller the split-weighted mean over its paths.
-2. Sending rates x = W mss / R for running flows (started, not yet finished), capped by the
-   sender's own NIC: a host link never queues or drops, it shares its capacity among its flows
+2. Sending rates from the model (`model.rate`: W / R for a window-based controller, its own
+   state for a rate-based one) for running controllers (started, not yet finished), capped by
+   the sender's own NIC: a host link never queues or drops, it shares its capacity among its flows
    in proportion to their windows (local backpressure, as Linux's TCP small queues do).
 3. Path flows hop by hop: the flow entering hop h is the sending rate times the departure/arrival
    ratio of every earlier hop (fluid FIFO: a queue passes on its departures in the proportions it
    receives), with the ratios of the previous step, so a downstream link never sees more than an
    upstream link sends. Link arrivals are a `segment_sum` over (path, hop).
-4. Queues, marking and drops (`models.aqm`), projected onto [0, B].
+4. Queues, marking and drops (`models.aqm`: the common projected queue, the discipline's
+   marking and early-drop probabilities and queue measure), projected onto [0, B].
 5. Feedback. What a controller learns from this step (the mark and drop fractions along its
    paths, 1 - prod_l (1 - p_l), split-weighted, and its own sending rate) reaches it one round
    trip later, at a = t + R(t): marks are applied on enqueue, so the marked packet still waits
@@ -48,8 +50,8 @@ import jax
 import jax.numpy as jnp
 
 from pathflow.models import aqm
-from pathflow.models.base import Array, CongestionModel, Signals, State
-from pathflow.solvers.problem import Grid, Problem
+from pathflow.models.base import Array, Signals, State
+from pathflow.solvers.problem import Grid, Physics, Problem
 
 __all__ = ["Carry", "Feedback", "Trajectory", "initial_carry", "integrate", "run_records"]
 
@@ -93,6 +95,7 @@ class Trajectory(NamedTuple):
     state: State  # (records, F) each
     delivered: Array  # (records, F) bytes
     completion: Array  # (F,) s
+    dt: Array  # (records,) s, the step used (solvers.stepping)
 
 
 class _Sums(NamedTuple):
@@ -106,14 +109,14 @@ class _Sums(NamedTuple):
     queue_min: Array
 
 
-def initial_carry(model: CongestionModel, problem: Problem, grid: Grid) -> Carry:
+def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
     links = problem.queues.capacity.shape[0]
     controllers = problem.start.shape[0]
     dtype = problem.queues.capacity.dtype
     zeros_links = jnp.zeros(links, dtype)
     return Carry(
         step=jnp.zeros((), jnp.int32),
-        state=model.initial_state(problem.params),
+        state=physics.model.initial_state(problem.params),
         delivered=jnp.zeros(controllers, dtype),
         completion=jnp.full(controllers, jnp.inf, dtype),
         queue=zeros_links,
@@ -165,7 +168,8 @@ def _receive(feedback: Feedback, step: Array) -> Feedback:
     return Feedback(feedback.slots, feedback.due, jnp.where(arrived, row[:, 1:], feedback.seen))
 
 
-def _step(model: CongestionModel, problem: Problem, carry: Carry) -> tuple[Carry, _Sums]:
+def _step(physics: Physics, problem: Problem, carry: Carry) -> tuple[Carry, _Sums]:
+    model, discipline = physics.model, physics.discipline
     dt = problem.dt
     queues = problem.queues
     links = queues.capacity.shape[0]
@@ -176,11 +180,12 @@ def _step(model: CongestionModel, problem: Problem, carry: Carry) -> tuple[Carry
     rtt = _per_controller(path_rtt, problem)
     running = ((time >= problem.start) & (carry.delivered < problem.size)
                & (problem.active > 0))
-    wanted = jnp.where(running, model.window(carry.state) / rtt, 0.0) * problem.params.mss
+    wanted = jnp.where(running, model.rate(carry.state, rtt, problem.params), 0.0)
+    wanted = wanted * problem.packet
     offered = jax.ops.segment_sum(wanted, problem.nic, links)
     nic_share = jnp.minimum(1.0, queues.capacity / jnp.maximum(offered, _TINY))[problem.nic]
     send = wanted * nic_share
-    packets_per_s = send / problem.params.mss
+    packets_per_s = send / problem.packet
 
     ratio_along = carry.ratio[hops]
     reaching = jnp.cumprod(ratio_along, axis=1)
@@ -189,13 +194,12 @@ def _step(model: CongestionModel, problem: Problem, carry: Carry) -> tuple[Carry
     hop_flow = path_send[:, None] * entering
     arrival = jax.ops.segment_sum(hop_flow.ravel(), hops.ravel(), links)
 
-    probability = aqm.marking_probability(carry.measure, queues)
-    mark = probability * queues.ecn
-    moved = aqm.queue_step(carry.queue, arrival, probability * (1.0 - queues.ecn), queues, dt)
+    mark, early_drop = discipline.congestion(carry.measure, problem.aqm)
+    moved = aqm.queue_step(carry.queue, arrival, early_drop, queues, dt)
     flowing = arrival > _TINY
     loss = jnp.where(flowing, moved.drop / jnp.maximum(arrival, _TINY), 0.0)
     ratio = jnp.where(flowing, moved.departure / jnp.maximum(arrival, _TINY), 1.0)
-    measure = aqm.average(carry.measure, moved.queue, queues, dt)
+    measure = discipline.average(carry.measure, moved.queue, problem.aqm, dt)
     last = jnp.sum(hops < links - 1, axis=1) - 1  # each path's final real hop
     paths = jnp.arange(hops.shape[0])
     delivered_path = hop_flow[paths, last] * ratio[hops[paths, last]]
@@ -231,11 +235,14 @@ def _step(model: CongestionModel, problem: Problem, carry: Carry) -> tuple[Carry
     return new_carry, sums
 
 
-def _record(model: CongestionModel, problem: Problem, grid: Grid, carry: Carry
-            ) -> tuple[Carry, Trajectory]:
+def _record(physics: Physics, problem: Problem, grid: Grid, carry: Carry,
+            steps: Array | None = None) -> tuple[Carry, Trajectory]:
+    """One record interval: `grid.steps_per_record` steps, or `steps` (a traced count, so that
+    one compiled program serves every step size; not reverse-differentiable)."""
+
     def body(inner: tuple[Carry, _Sums], _: None) -> tuple[tuple[Carry, _Sums], None]:
         current, sums = inner
-        current, now = _step(model, problem, current)
+        current, now = _step(physics, problem, current)
         summed = _Sums(*(a + b for a, b in zip(sums[:6], now[:6], strict=True)),
                        jnp.maximum(sums.queue_max, now.queue_max),
                        jnp.minimum(sums.queue_min, now.queue_min))
@@ -245,32 +252,38 @@ def _record(model: CongestionModel, problem: Problem, grid: Grid, carry: Carry
     zl = jnp.zeros(links, carry.queue.dtype)
     zf = jnp.zeros(controllers, carry.queue.dtype)
     start = _Sums(zl, zl, zl, zl, zf, zf, zl, jnp.full(links, jnp.inf, carry.queue.dtype))
-    (carry, sums), _ = jax.lax.scan(body, (carry, start), None, length=grid.steps_per_record)
-    n = grid.steps_per_record
+    if steps is None:
+        (carry, sums), _ = jax.lax.scan(body, (carry, start), None, length=grid.steps_per_record)
+        n = grid.steps_per_record
+    else:
+        carry, sums = jax.lax.fori_loop(0, steps, lambda _, inner: body(inner, None)[0],
+                                        (carry, start))
+        n = steps.astype(carry.queue.dtype)
     path_rtt = _path_rtt(carry.queue, problem)
     sample = Trajectory(
         queue=carry.queue, queue_max=sums.queue_max, queue_min=sums.queue_min,
         arrival=sums.arrival / n, departure=sums.departure / n, drop=sums.drop / n,
         mark=sums.mark / n, flow_rate=sums.flow_rate / n, send_rate=sums.send_rate / n,
         rtt=_per_controller(path_rtt, problem), state=carry.state, delivered=carry.delivered,
-        completion=carry.completion,
+        completion=carry.completion, dt=problem.dt,
     )
     return carry, sample
 
 
-def run_records(model: CongestionModel, problem: Problem, grid: Grid, carry: Carry,
-                records: int) -> tuple[Carry, Trajectory]:
-    """Advance `records` sample intervals from `carry`; the building block for progress bars."""
+def run_records(physics: Physics, problem: Problem, grid: Grid, carry: Carry,
+                records: int, steps: Array | None = None) -> tuple[Carry, Trajectory]:
+    """Advance `records` sample intervals from `carry`; the building block for progress bars.
+    `steps` (traced) overrides the grid's steps per record (`solvers.stepping`)."""
 
     def body(current: Carry, _: None) -> tuple[Carry, Trajectory]:
-        return _record(model, problem, grid, current)
+        return _record(physics, problem, grid, current, steps)
 
     return jax.lax.scan(body, carry, None, length=records)
 
 
 @partial(jax.jit, static_argnums=(0, 2))
-def integrate(model: CongestionModel, problem: Problem, grid: Grid) -> Trajectory:
+def integrate(physics: Physics, problem: Problem, grid: Grid) -> Trajectory:
     """The whole run in one compiled scan (see the module docstring for the method)."""
-    carry = initial_carry(model, problem, grid)
-    _, trajectory = run_records(model, problem, grid, carry, grid.records)
+    carry = initial_carry(physics, problem, grid)
+    _, trajectory = run_records(physics, problem, grid, carry, grid.records)
     return trajectory

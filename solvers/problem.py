@@ -5,23 +5,36 @@ padded hops are inert); paths 0..P-1, each belonging to one controller and cross
 (`path_hops`, padded with L); controllers 0..F-1 (a TCP flow is one controller). Shapes, not values,
 decide compilation, so scenarios of equal shapes share one compiled program and can be stacked
 along a leading batch axis for `jax.vmap`.
+
+`Physics` is the code a run executes, the static half of a compiled program: the congestion-control
+model and the queue discipline. Their parameter values live in the `Problem` (`params`, `aqm`), in
+the pytrees each declares, so a batch may vary them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pathflow.models.aqm import QueueParams
-from pathflow.models.base import Array, ControllerParams
+from pathflow.models.aqm import QueueDiscipline, Queues
+from pathflow.models.base import Array, CongestionModel
+
+
+@dataclass(frozen=True)
+class Physics:
+    """The model and the queue discipline of a run (hashable: a static argument of `jit`)."""
+
+    model: CongestionModel
+    discipline: QueueDiscipline
 
 
 class Problem(NamedTuple):
-    queues: QueueParams  # (L+1,)
+    queues: Queues  # (L+1,) capacity and buffer
+    aqm: Any  # (L+1,) each: the queue discipline's Params
     path_hops: Array  # (P, H) int32 link indices, padded with L
     path_controller: Array  # (P,) int32
     path_weight: Array  # (P,) share of the controller's rate; 0 for padding paths
@@ -30,7 +43,8 @@ class Problem(NamedTuple):
     start: Array  # (F,) s
     size: Array  # (F,) bytes, inf for a long-lived flow
     active: Array  # (F,) 1 for a real controller, 0 for padding
-    params: ControllerParams  # (F,)
+    packet: Array  # (F,) bytes per packet (transport.mss)
+    params: Any  # (F,) each: the congestion-control model's Params
     dt: Array  # () s
 
     @property
@@ -74,16 +88,20 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
         body, last = array[:-1], array[-1:]
         return np.concatenate([grow(body, links, fill), last])
 
-    queues = QueueParams(*(grow_links(a, float(np.asarray(a)[-1])) for a in problem.queues))
+    def links_of(table: Any) -> Any:
+        return type(table)(*(grow_links(a, float(np.asarray(a)[-1])) for a in table))
+
+    queues, aqm = links_of(problem.queues), links_of(problem.aqm)
     old_hops = np.asarray(problem.path_hops)
     hop_array = np.where(old_hops == n_links, links, old_hops)
     hop_array = np.concatenate(
         [hop_array, np.full((hop_array.shape[0], hops - hop_array.shape[1]), links)], axis=1)
     hop_array = grow(hop_array, paths, links)
-    params = ControllerParams(*(grow(a, controllers, float(np.asarray(a)[0]))
-                                for a in problem.params))
+    params = type(problem.params)(*(grow(a, controllers, float(np.asarray(a)[0]))
+                                    for a in problem.params))
     return Problem(
         queues=queues,
+        aqm=aqm,
         path_hops=jnp.asarray(hop_array, dtype=jnp.int32),
         path_controller=jnp.asarray(grow(problem.path_controller, paths, 0), dtype=jnp.int32),
         path_weight=grow(problem.path_weight, paths, 0.0),
@@ -93,6 +111,7 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
         start=grow(problem.start, controllers, 0.0),
         size=grow(problem.size, controllers, 0.0),
         active=grow(problem.active, controllers, 0.0),
+        packet=grow(problem.packet, controllers, float(np.asarray(problem.packet)[0])),
         params=params,
         dt=problem.dt,
     )

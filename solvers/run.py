@@ -1,9 +1,10 @@
 """Running the integrator: in segments (for progress and early stopping), single or batched.
 
-`solve` is what the rest of pathflow calls. It compiles one program per (model, grid, shapes) and
+`solve` is what the rest of pathflow calls. It compiles one program per (physics, grid, shapes) and
 advances the scan a segment of records at a time, so a progress callback can report and a long run
-can be interrupted without losing the records already computed. With `batched=True` the problem
-carries a leading batch axis and the program is `jax.vmap`-ed over it.
+can be interrupted without losing the records already computed, and so that the step can follow
+the dynamics between segments (`solvers.stepping`). With `batched=True` the problem carries a
+leading batch axis and the program is `jax.vmap`-ed over it.
 """
 
 from __future__ import annotations
@@ -12,45 +13,95 @@ from collections.abc import Callable
 from functools import lru_cache
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from pathflow.models.base import CongestionModel
-from pathflow.solvers.dde import Trajectory, initial_carry, run_records
-from pathflow.solvers.problem import Grid, Problem
+from pathflow.solvers.dde import Carry, Trajectory, initial_carry, run_records
+from pathflow.solvers.problem import Grid, Physics, Problem
+from pathflow.solvers.stepping import Stepping, limiting_rtt, regrid
 
 __all__ = ["solve"]
 
 Progress = Callable[[int, int], None]
+_ADAPTIVE_SEGMENTS = 64
 
 
 @lru_cache(maxsize=32)
-def _compiled(model: CongestionModel, grid: Grid, records: int, batched: bool
+def _compiled(physics: Physics, grid: Grid, records: int, batched: bool
               ) -> tuple[Callable, Callable]:
     def start(problem: Problem):  # type: ignore[no-untyped-def]
-        return initial_carry(model, problem, grid)
+        return initial_carry(physics, problem, grid)
 
-    def advance(problem: Problem, carry):  # type: ignore[no-untyped-def]
-        return run_records(model, problem, grid, carry, records)
+    def advance(problem: Problem, carry, steps):  # type: ignore[no-untyped-def]
+        return run_records(physics, problem, grid, carry, records, steps)
 
     if batched:
-        start, advance = jax.vmap(start), jax.vmap(advance)
+        start, advance = jax.vmap(start), jax.vmap(advance, in_axes=(0, 0, None))
     return jax.jit(start), jax.jit(advance, donate_argnums=1)  # the carry is updated in place
 
 
-def solve(model: CongestionModel, problem: Problem, grid: Grid, *, batched: bool = False,
-          progress: Progress | None = None, segments: int = 20) -> Trajectory:
-    """Integrate and return the trajectory as numpy arrays (time axis after any batch axis)."""
+def solve(physics: Physics, problem: Problem, grid: Grid, *, batched: bool = False,
+          progress: Progress | None = None, segments: int = 20,
+          stepping: Stepping | None = None) -> Trajectory:
+    """Integrate and return the trajectory as numpy arrays (time axis after any batch axis).
+
+    With `stepping`, the step is chosen from the dynamics between segments (`solvers.stepping`),
+    starting from `grid`'s (the finest); a batch shares one step, its finest point's."""
+    if stepping is not None:  # follow the dynamics in more, shorter segments
+        segments = max(segments, _ADAPTIVE_SEGMENTS)
     per_segment = max(1, -(-grid.records // max(1, segments)))
-    start, advance = _compiled(model, grid, per_segment, batched)
+    start, advance = _compiled(physics, grid, per_segment, batched)
     carry = start(problem)
+    steps_per_record = grid.steps_per_record
     pieces: list[Trajectory] = []
     done = 0
     while done < grid.records:
-        carry, piece = advance(problem, carry)
+        steps = None
+        if stepping is not None:
+            steps = np.int32(steps_per_record)
+            dt = stepping.sample / steps_per_record
+            problem = problem._replace(dt=np.full(np.shape(problem.dt), dt,
+                                                  np.asarray(problem.dt).dtype))
+        carry, piece = advance(problem, carry, steps)
         pieces.append(jax.tree.map(np.asarray, piece))
         done += per_segment
         if progress is not None:
             progress(min(done, grid.records), grid.records)
+        if stepping is not None and done < grid.records:
+            now = done * stepping.sample
+            chosen = stepping.choose(_limiting_rtt(pieces[-1], problem, now,
+                                                   now + per_segment * stepping.sample, batched))
+            if chosen != steps_per_record:
+                carry = _regrid(carry, steps_per_record, chosen, grid.history, batched)
+                steps_per_record = chosen
     axis = 1 if batched else 0
     joined = jax.tree.map(lambda *parts: np.concatenate(parts, axis=axis), *pieces)
     return jax.tree.map(lambda a: np.take(a, np.arange(grid.records), axis=axis), joined)
+
+
+def _limiting_rtt(piece: Trajectory, problem: Problem, now: float, until: float,
+                  batched: bool) -> float:
+    """`stepping.limiting_rtt` over every point of a batch (the smallest)."""
+    capacity = np.asarray(problem.queues.capacity)
+    nic, start = np.asarray(problem.nic), np.asarray(problem.start)
+    if not batched:
+        return limiting_rtt(piece.rtt, piece.send_rate, capacity[nic], nic, start, now, until)
+    return min(limiting_rtt(piece.rtt[b], piece.send_rate[b], capacity[b][nic[b]], nic[b],
+                            start[b], now, until) for b in range(nic.shape[0]))
+
+
+def _regrid(carry: Carry, old: int, new: int, history: int, batched: bool) -> Carry:
+    """The carry with its step counter and feedback ring on the new grid."""
+    step = np.asarray(carry.step)
+    slots, due = np.asarray(carry.feedback.slots), np.asarray(carry.feedback.due)
+    if batched:
+        parts = [regrid(int(step[b]), slots[b], due[b], old, new, history)
+                 for b in range(step.shape[0])]
+        new_step = np.array([p[0] for p in parts], dtype=step.dtype)
+        new_slots = np.stack([p[1] for p in parts])
+        new_due = np.stack([p[2] for p in parts])
+    else:
+        stepped, new_slots, new_due = regrid(int(step), slots, due, old, new, history)
+        new_step = np.asarray(stepped, dtype=step.dtype)
+    feedback = carry.feedback._replace(slots=jnp.asarray(new_slots), due=jnp.asarray(new_due))
+    return carry._replace(step=jnp.asarray(new_step), feedback=feedback)

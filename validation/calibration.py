@@ -214,20 +214,21 @@ def parse_fit(text: str | Sequence[str]) -> tuple[str, ...]:
 
 def _marked_links(compiled: Compiled) -> np.ndarray:
     """Links with an ECN step marker (mark_min == mark_max finite, marking rather than dropping)."""
-    q = compiled.problem.queues
-    lo, hi, ecn = (np.asarray(a) for a in (q.mark_min, q.mark_max, q.ecn))
-    return np.isfinite(lo) & (lo == hi) & (ecn > 0)
+    threshold = getattr(compiled.problem.aqm, "threshold", None)
+    if threshold is None:
+        return np.zeros(compiled.problem.queues.capacity.shape[0], dtype=bool)
+    return np.isfinite(np.asarray(threshold))
 
 
 def _scenario_values(scenario: Scenario) -> dict[str, float]:
     packet = scenario.packet_bytes
-    transport = scenario.spec.transport
+    values = scenario.cc_values
     return {
         "base_rtt": 0.0,
-        "g": float(transport.g),
+        "g": float(values.get("g", math.nan)),
         "threshold": scenario.aqm_si.get("threshold", math.nan) / packet,
-        "ack_ratio": float(transport.ack_ratio),
-        "init_cwnd": scenario.size(transport.init_cwnd, "transport.init_cwnd") / packet,
+        "ack_ratio": float(values["ack_ratio"]),
+        "init_cwnd": float(values["init_cwnd"]),
         "capacity": 1.0,
     }
 
@@ -247,7 +248,7 @@ def default_bounds(scenario: Scenario, name: str) -> tuple[float, float]:
     if name == "ack_ratio":
         return 1.0, 4.0
     if name == "init_cwnd":
-        floor = scenario.size(scenario.spec.transport.min_cwnd, "transport.min_cwnd") / packet
+        floor = float(scenario.cc_values["min_cwnd"])
         return floor, max(100.0, 2 * floor)
     return 0.8, 1.2
 
@@ -281,7 +282,7 @@ def _resolve_bounds(scenario: Scenario, names: Sequence[str],
 
 
 def _check_applicable(scenario: Scenario, names: Sequence[str], compiled: Compiled) -> None:
-    if "g" in names and scenario.spec.transport.cc != "dctcp":
+    if "g" in names and "g" not in scenario.cc_values:
         raise ValueError(f"'g' applies to transport.cc = 'dctcp', not "
                          f"{scenario.spec.transport.cc!r}")
     if "threshold" in names and not _marked_links(compiled).any():
@@ -610,7 +611,7 @@ def objective(
         rate_factor=jnp.asarray(features.rate_scale / rate_norm), target=jnp.asarray(target),
     )
     acf_lags = math.ceil(positions.max()) + 1 if lags else 0
-    static = cl.Static(compiled.model, grid, link_index, distribution, acf_lags, use_rate)
+    static = cl.Static(compiled.physics, grid, link_index, distribution, acf_lags, use_rate)
     return Objective(
         scenario=scenario, names=names, compiled=compiled, features=features, data=data,
         static=static, start=start, lower=lower, upper=upper, log=log, model_time=model_time,

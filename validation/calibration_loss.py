@@ -35,9 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pathflow.models.base import CongestionModel
 from pathflow.solvers.dde import integrate
-from pathflow.solvers.problem import Grid, Problem
+from pathflow.solvers.problem import Grid, Physics, Problem
 
 __all__ = [
     "LOSSES",
@@ -177,7 +176,7 @@ def choose_lags(time: np.ndarray, queue: np.ndarray, longest: float
 class Static(NamedTuple):
     """What the compiled objective is specialised on (hashable)."""
 
-    model: CongestionModel
+    physics: Physics
     grid: Grid
     link: int  # index of the compared link
     distribution: str
@@ -233,22 +232,23 @@ def _problem(theta_fit: jax.Array, data: Data) -> Problem:
     values = data.fixed + data.select @ (theta_fit - data.select.T @ data.fixed)
     extra, g, threshold, ack_ratio, init_cwnd, scale = values
     p = data.problem
-    q = p.queues
-    finite = jnp.isfinite(q.avg_rate)
-    rate = jnp.where(finite, jnp.where(finite, q.avg_rate, 0.0) * scale, q.avg_rate)
-    k = threshold * data.packet
-    queues = q._replace(
-        capacity=jnp.where(data.real, q.capacity * scale, q.capacity),
-        mark_min=jnp.where(data.marked, k, q.mark_min),
-        mark_max=jnp.where(data.marked, k, q.mark_max),
-        avg_rate=jnp.where(data.real, rate, q.avg_rate),
-    )
+    q, aqm = p.queues, p.aqm
+    queues = q._replace(capacity=jnp.where(data.real, q.capacity * scale, q.capacity))
+    if "threshold" in aqm._fields:
+        k = threshold * data.packet
+        aqm = aqm._replace(threshold=jnp.where(data.marked, k, aqm.threshold))
+    if "avg_rate" in aqm._fields:  # RED averages per packet: its rate scales with capacity
+        finite = jnp.isfinite(aqm.avg_rate)
+        rate = jnp.where(finite, jnp.where(finite, aqm.avg_rate, 0.0) * scale, aqm.avg_rate)
+        aqm = aqm._replace(avg_rate=jnp.where(data.real, rate, aqm.avg_rate))
     params = p.params._replace(
-        g=jnp.full_like(p.params.g, g),
         ack_ratio=jnp.full_like(p.params.ack_ratio, ack_ratio),
         init_cwnd=jnp.full_like(p.params.init_cwnd, init_cwnd),
     )
-    return p._replace(queues=queues, path_base_rtt=p.path_base_rtt + extra, params=params)
+    if "g" in params._fields:
+        params = params._replace(g=jnp.full_like(params.g, g))
+    return p._replace(queues=queues, aqm=aqm, path_base_rtt=p.path_base_rtt + extra,
+                      params=params)
 
 
 def _window_quantiles(series: jax.Array, inside: jax.Array, count: jax.Array,
@@ -283,7 +283,7 @@ def model_residuals(theta_fit: jax.Array, data: Data, static: Static
                     ) -> tuple[jax.Array, jax.Array]:
     """Residuals (model features minus the trace's, packets) and the compared queue series
     (packets, every record)."""
-    trajectory = integrate(static.model, _problem(theta_fit, data), static.grid)
+    trajectory = integrate(static.physics, _problem(theta_fit, data), static.grid)
     series = trajectory.queue[:, static.link] / data.packet
     inside = jnp.arange(series.shape[0]) >= data.first
     count = jnp.sum(inside)

@@ -136,6 +136,10 @@ _MAX_FLOWS = 49152 - _FIRST_FLOW_PORT  # flow ports stay below ns-3's ephemeral 
 Routing = Literal["global", "paths", "random_ecmp"]
 
 
+# The congestion controls the C++ scenario below implements, by pathflow name, with the ns-3
+# TypeId each becomes (models.registry declares the same; tests/test_registry.py compares them).
+TCP_TYPES = {"reno": "ns3::TcpNewReno", "dctcp": "ns3::TcpDctcp"}
+
 @dataclass(frozen=True)
 class Ns3Cable:
     """A full-duplex point-to-point cable between nodes `a` and `b`: one delay (s), a rate
@@ -298,8 +302,8 @@ class Ns3Config:
             out.append("topology='network' needs a network, star and dumbbell take none")
         if self.aqm not in ("droptail", "ecn_step", "red"):
             out.append(f"aqm must be droptail/ecn_step/red, got {self.aqm!r}")
-        if self.cc not in ("reno", "dctcp"):
-            out.append(f"cc must be reno/dctcp, got {self.cc!r}")
+        if self.cc not in TCP_TYPES:
+            out.append(f"cc must be one of {', '.join(TCP_TYPES)}, got {self.cc!r}")
         if self.senders < 1 or self.flows < 1:
             out.append("senders and flows must be >= 1")
         if self.flows > _MAX_FLOWS:
@@ -605,7 +609,7 @@ def _to_dataset(cfg: Ns3Config, a: dict[str, np.ndarray], wall_time_s: float) ->
         "base_rtt_s": cfg.base_rtt_s,
         "mss_bytes": cfg.mss_bytes,
         "sample_interval_s": dt,
-        "tcp": "ns3::TcpDctcp (ECN)" if cfg.cc == "dctcp" else "ns3::TcpNewReno (no ECN)",
+        "tcp": TCP_TYPES[cfg.cc] + (" (ECN)" if cfg.cc == "dctcp" else " (no ECN)"),
         "aqm": str(a["aqm_desc"]),
     }
     if cfg.bottleneck_link is not None:  # netCDF attributes cannot be None

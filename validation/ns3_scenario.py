@@ -53,6 +53,8 @@ def ns3_config(scenario: Scenario, sample_interval: float = 1e-3,
     weights, per-hop weighted choice) or "random_ecmp" (ns-3's per-packet random ECMP).
     """
     spec = scenario.spec
+    if scenario.control.ns3_type is None:
+        raise ScenarioError(f"transport.cc: {spec.transport.cc!r} has no ns-3 counterpart")
     if not math.isinf(scenario.flow_size):
         raise ScenarioError("traffic.size: the ns-3 runner runs long-lived flows ('inf')")
     if spray not in ("paths", "random_ecmp"):
@@ -73,15 +75,14 @@ def ns3_config(scenario: Scenario, sample_interval: float = 1e-3,
         threshold_packets=aqm.get("threshold", 20 * packet) / packet,
         red_min_packets=aqm.get("min", 5 * packet) / packet,
         red_max_packets=aqm.get("max", 15 * packet) / packet,
-        red_pmax=aqm["pmax"],
-        red_weight=aqm["weight"],
+        red_pmax=aqm.get("pmax", 0.1),
+        red_weight=aqm.get("weight", 0.002),
         packet_bytes=round(packet),
         start_times_s=tuple(flow.start for flow in routes.flows),
         sample_interval_s=sample_interval,
         seed=max(1, spec.run.seed),
-        dctcp_g=spec.transport.g,
-        initial_cwnd_packets=round(scenario.size(spec.transport.init_cwnd, "transport.init_cwnd")
-                                   / packet),
+        dctcp_g=scenario.cc_values.get("g", 1 / 16),
+        initial_cwnd_packets=round(scenario.cc_values["init_cwnd"]),
     )
     topo = spec.topology
     if topo.kind in ("star", "dumbbell") and not topo.links:

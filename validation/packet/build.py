@@ -93,6 +93,15 @@ def _base_rtt(network: Network, path: tuple[int, ...], mss: float, ack: float = 
     return total
 
 
+def packet_sender(scenario: Scenario) -> str:
+    """The packet-level sender of the scenario's congestion control (models.registry)."""
+    sender = scenario.control.packet_sender
+    if sender is None:
+        raise ScenarioError(f"transport.cc: {scenario.control.name!r} has no packet-level sender; "
+                            "run it with the fluid engine")
+    return sender
+
+
 def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Links:
     n = len(network.links)
     hosts = set(network.hosts)
@@ -105,8 +114,8 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
     param[:, L.LP_THRESHOLD] = aqm.get("threshold", math.inf)
     param[:, L.LP_RED_MIN] = aqm.get("min", math.inf)
     param[:, L.LP_RED_MAX] = aqm.get("max", math.inf)
-    param[:, L.LP_RED_PMAX] = aqm["pmax"]
-    param[:, L.LP_RED_WEIGHT] = aqm["weight"]
+    param[:, L.LP_RED_PMAX] = aqm.get("pmax", 1.0)
+    param[:, L.LP_RED_WEIGHT] = aqm.get("weight", 1.0)
     state = np.zeros((n, L.N_LI), np.int64)
     state[:, L.LI_NIC] = nic
     state[:, L.LI_AQM] = np.where(nic == 1, L.AQM_NONE, L.AQM_CODES[scenario.spec.aqm.kind])
@@ -149,38 +158,43 @@ def build(scenario: Scenario, options: Options) -> Built:
     """The simulator state for `scenario` (see the module docstring)."""
     network = build_network(scenario)
     routes = build_routes(scenario, network)
-    transport = scenario.spec.transport
+    values = scenario.cc_values
+    sender = packet_sender(scenario)
     mss = scenario.packet_bytes
     n_flows, n_links = len(routes.flows), len(network.links)
-    path_flow = np.asarray(routes.path_flow)
-    if np.any(np.diff(path_flow) < 0):
-        raise ScenarioError("routing: paths must be grouped by flow")  # build_routes does
-    ring = _ring(scenario, network, routes, n_flows)
+    n_subflows = len(routes.subflow_flow)
+    subflow_flow = np.asarray(routes.subflow_flow)
+    if n_subflows != n_flows:
+        raise ScenarioError("transport: the packet engine runs one subflow per flow (MPTCP's "
+                            "connection-level sender is not built yet)")
+    path_subflow = np.asarray(routes.path_subflow)
+    if np.any(np.diff(path_subflow) < 0):
+        raise ScenarioError("routing: paths must be grouped by subflow")  # build_routes does
+    ring = _ring(scenario, network, routes, n_subflows)
     if options.sample_interval <= 0:
         options = replace(options, sample_interval=default_sample_interval(scenario, n_links,
-                                                                           n_flows))
-    init = scenario.size(transport.init_cwnd, "transport.init_cwnd") / mss
+                                                                           n_subflows))
     cfg = L.Config(
         mss=float(mss), ack_bytes=float(options.ack_bytes),
         header_bytes=float(options.header_bytes), host_jitter=float(options.host_jitter),
         min_rto=float(options.min_rto),
         max_rto=MAX_RTO, delack_timeout=float(options.delack_timeout),
         delayed_ack=int(options.delayed_ack),
-        growth=growth_mode(transport.ack_ratio, options.delayed_ack),
-        ack_ratio=float(transport.ack_ratio), g=float(transport.g), init_cwnd=float(init),
-        min_cwnd=scenario.size(transport.min_cwnd, "transport.min_cwnd") / mss,
-        ssthresh=scenario.size(transport.ssthresh, "transport.ssthresh", allow_inf=True) / mss,
+        growth=growth_mode(values["ack_ratio"], options.delayed_ack),
+        ack_ratio=float(values["ack_ratio"]), g=float(values.get("g", 0.0)),
+        init_cwnd=float(values["init_cwnd"]), min_cwnd=float(values["min_cwnd"]),
+        ssthresh=float(values["ssthresh"]),
         ring=int(ring), interval=float(options.sample_interval),
         records=math.ceil(scenario.duration / options.sample_interval - 1e-9),
         seed=int(options.seed))
 
-    # senders: one per flow (TCP); MPTCP will add one per subflow with the same connection
-    path_first = np.searchsorted(path_flow, np.arange(n_flows + 1)).astype(np.int64)
+    # senders: one per subflow (a TCP flow has one; an MPTCP flow will have several)
+    path_first = np.searchsorted(path_subflow, np.arange(n_subflows + 1)).astype(np.int64)
     weights = np.asarray(routes.path_weight, dtype=np.float64)
     cumweight = np.zeros(len(weights))
-    sf = np.zeros((n_flows, L.N_SF))
-    si = np.zeros((n_flows, L.N_SI), np.int64)
-    for f, flow in enumerate(routes.flows):
+    sf = np.zeros((n_subflows, L.N_SF))
+    si = np.zeros((n_subflows, L.N_SI), np.int64)
+    for f, flow in ((s, routes.flows[subflow_flow[s]]) for s in range(n_subflows)):
         lo, hi = path_first[f], path_first[f + 1]
         cumweight[lo:hi] = np.cumsum(weights[lo:hi]) / weights[lo:hi].sum()
         first_links = {routes.paths[p][0] for p in range(lo, hi)}
@@ -194,9 +208,9 @@ def build(scenario: Scenario, options: Options) -> Built:
         si[f, L.SI_SEGMENTS] = segments
         sf[f, L.SF_LAST_BYTES] = mss if math.isinf(flow.size) else flow.size - (segments - 1) * mss
         sf[f, L.SF_START] = flow.start
-    si[:, L.SI_CC] = L.CC_CODES[transport.cc]
+    si[:, L.SI_CC] = L.CC_CODES[sender]
     si[:, L.SI_ECT] = 1 if scenario.marks_ecn else 0
-    si[:, L.SI_CONNECTION] = np.arange(n_flows)
+    si[:, L.SI_FLOW] = subflow_flow
     si[:, L.SI_PATH_FIRST] = path_first[:-1]
     si[:, L.SI_PATH_END] = path_first[1:]
     si[:, [L.SI_RTX, L.SI_ALPHA_SEQ, L.SI_UNDO_RETRANS]] = -1
@@ -217,7 +231,7 @@ def build(scenario: Scenario, options: Options) -> Built:
     switch_buffers = sum(link.buffer for link in network.links if link.src not in network.hosts)
     rates = np.array([network.links[nic].capacity for nic in si[:, L.SI_NIC]])
     bdp = float(np.max(sf[:, L.SF_BASE_RTT] * rates)) / mss
-    pool = int(2 * switch_buffers / mss + n_flows * (4 * (bdp + init) + 64) + 4096)
+    pool = int(2 * switch_buffers / mss + n_flows * (4 * (bdp + cfg.init_cwnd) + 64) + 4096)
     pool *= options.pool_scale
     timers = 3 * n_flows  # RTO, delayed ACK, congestion-control timer per sender
     heap = pool + n_links + 3 * timers + n_flows + 64

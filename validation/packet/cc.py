@@ -12,7 +12,7 @@ echo. It asks this module five questions, each dispatched on the sender's `SI_CC
 - `on_timer(sim, s, now)`: algorithm timers (none for Reno and DCTCP).
 
 Adding an algorithm is adding its functions and a branch per question. MPTCP's coupled increase
-(LIA, OLIA, BALIA) reads the other subflows of its connection (`SI_CONNECTION`) in
+(LIA, OLIA, BALIA) reads the other subflows of its flow (`SI_FLOW`) in
 `window_increase`;
 DCQCN's rate-based reaction point uses `on_timer` and `SF_NEXT_SEND` (pacing) instead of a window.
 

@@ -37,14 +37,14 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
     capacity = np.array([link.capacity for link in links])
     rl, rs = sim.recorder.links, sim.recorder.senders
     si = sim.senders.i
-    connection = si[:, L.SI_CONNECTION]
-    # per connection (flow): the sum over its senders (subflows); one sender per flow for TCP
+    flow_of = si[:, L.SI_FLOW]
+    # per flow (connection): the sum over its senders (subflows); one sender per flow for TCP
     delivered = np.zeros((len(time), n_flows))
-    np.add.at(delivered.T, connection, rs[:, :, L.RS_DELIVERED].T)
+    np.add.at(delivered.T, flow_of, rs[:, :, L.RS_DELIVERED].T)
     sent = np.zeros_like(delivered)
-    np.add.at(sent.T, connection, rs[:, :, L.RS_SENT].T)
+    np.add.at(sent.T, flow_of, rs[:, :, L.RS_SENT].T)
     completion = np.full(n_flows, -math.inf)
-    np.maximum.at(completion, connection, sim.receivers.f[:, L.RF_COMPLETION])
+    np.maximum.at(completion, flow_of, sim.receivers.f[:, L.RF_COMPLETION])
     arrival, marks = rl[:, :, L.RL_ARRIVAL], rl[:, :, L.RL_MARK]
     marking = np.divide(marks, arrival, out=np.zeros_like(marks), where=arrival > 0)
     cwnd, ssthresh = rs[:, :, L.RS_CWND], rs[:, :, L.RS_SSTHRESH]
@@ -89,10 +89,10 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
     coords = {
         "time": ("time", time, {"units": "s"}),
         **network_coords(network, routes),
-        "cc": ("flow", [cc_names[int(si[np.argmax(connection == f), L.SI_CC])]
+        "cc": ("flow", [cc_names[int(si[np.argmax(flow_of == f), L.SI_CC])]
                         for f in range(n_flows)]),
         "subflow": ("subflow", np.arange(n_sub)),
-        "subflow_flow": ("subflow", connection.copy()),
+        "subflow_flow": ("subflow", flow_of.copy()),
     }
     attrs = {
         "engine": "pathflow packet",

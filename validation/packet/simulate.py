@@ -12,7 +12,7 @@ from pathflow.compile import ACK_BYTES
 from pathflow.invariants import check_invariants, report_json, warn_violations
 from pathflow.scenario import Scenario
 from pathflow.validation.packet import layout as L
-from pathflow.validation.packet.build import Options, build, default_delayed_ack
+from pathflow.validation.packet.build import Options, build, default_delayed_ack, packet_sender
 from pathflow.validation.packet.dataset import to_dataset
 from pathflow.validation.packet.engine import run
 
@@ -58,11 +58,11 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
     `wall_time_s` describe the run.
     """
     t0 = time.perf_counter()
-    transport = scenario.spec.transport
+    packet_sender(scenario)  # before anything reads the window parameters
     options = Options(
         sample_interval=sample_interval or 0.0,
         min_rto=float(min_rto),
-        delayed_ack=int(delayed_ack or default_delayed_ack(transport.ack_ratio)),
+        delayed_ack=int(delayed_ack or default_delayed_ack(scenario.cc_values["ack_ratio"])),
         delack_timeout=float(delack_timeout if delack_timeout is not None
                              else min(0.04, min_rto / 5)),
         seed=int(scenario.spec.run.seed if seed is None else seed),

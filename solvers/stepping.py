@@ -1,0 +1,107 @@
+"""Step sizes chosen from the dynamics, between record segments.
+
+Why
+---
+The integrator's step must resolve the feedback delay, the round-trip time R(t) = base +
+queueing. The conservative default, 1/20 of the smallest *base* round trip, is what slow start
+on empty queues needs; but where queues hold the round trip up (DCTCP's queue at K, a drop-tail
+buffer that an incast keeps full) R is tens to hundreds of times the base, and a step of R/20
+gives the same answer in a fraction of the steps (DESIGN §4, "Step size, measured";
+`benchmarks/study_dt.py`).
+
+Rule
+----
+The run is recorded every T_s seconds (fixed). Between segments of records, the step for the next
+segment is T_s / n with n a power of two (or the finest n_0, the default step's), chosen so that
+
+    dt <= R_min / 20,   R_min = the smallest round trip, over the segment just run, of the
+                                 controllers whose own window or rate limits what they send,
+                                 and the current round trip of those starting in the next one.
+
+Controllers held back by their own NIC (their window does not limit them, so it does not grow)
+and finished or idle ones do not constrain the step: their dynamics do not depend on it. The
+step never falls below the default (n <= n_0) and never exceeds T_s or half of RED's averaging
+time. n is a traced value (the number of steps in a record is a loop bound, not a shape), so one
+compiled program serves every step, and the feedback ring keeps the finest step's length.
+
+Changing the step re-files the feedback in flight: a signal due at step k of the old grid arrives
+at time k dt_old and is due at step ceil(k dt_old / dt_new) of the new one (when several land on
+one step the newest wins, as within a grid). Steps change only at record boundaries, where both
+grids have a step.
+
+Check: `pathflow run --check-dt` reruns at a fixed half default step and compares (DESIGN §6);
+tests/test_stepping.py compares adaptive runs with fixed fine steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Stepping", "limiting_rtt", "regrid"]
+
+STEPS_PER_RTT = 20
+_STAMP = 1 << 22  # solvers.dde._stamp: step numbers are filed modulo this
+
+
+@dataclass(frozen=True)
+class Stepping:
+    """How a run may change its step: the record interval (s), the finest steps per record
+    (the default step's) and the fewest another time scale allows (RED's averaging)."""
+
+    sample: float
+    finest: int
+    coarsest: int = 1
+
+    def choose(self, rtt: float) -> int:
+        """Steps per record for the smallest limiting round trip `rtt` (s; inf: none)."""
+        if not math.isfinite(rtt) or rtt <= 0:
+            wanted = 1
+        else:
+            wanted = 1 << max(0, math.ceil(math.log2(self.sample * STEPS_PER_RTT / rtt)))
+        return min(self.finest, max(self.coarsest, wanted))
+
+
+def limiting_rtt(rtt: np.ndarray, send_rate: np.ndarray, nic_capacity: np.ndarray,
+                 nic: np.ndarray, start: np.ndarray, now: float, until: float) -> float:
+    """The smallest round trip (s) that constrains the step over a segment of records.
+
+    rtt, send_rate: (records, F) of the segment just run (any leading batch axes flattened
+    by the caller into F); nic_capacity: (F,) bytes/s of each controller's host link; nic: (F,)
+    its index (controllers on one host share it); start: (F,) s; [now, until): the next
+    segment's time span.
+    """
+    host_rate = np.zeros((send_rate.shape[0], int(nic.max()) + 1))
+    np.add.at(host_rate.T, nic, send_rate.T)
+    held_by_nic = host_rate[:, nic] >= nic_capacity * (1 - 1e-6)
+    limiting = (send_rate > 0) & ~held_by_nic
+    starting = (start >= now) & (start < until)
+    candidates = [rtt[limiting], rtt[-1, starting]]
+    values = np.concatenate(candidates)
+    return float(values.min()) if values.size else math.inf
+
+
+def regrid(step: int, slots: np.ndarray, due: np.ndarray, old: int, new: int, history: int
+           ) -> tuple[int, np.ndarray, np.ndarray]:
+    """The step counter, feedback ring and FIFO guard re-filed from `old` to `new` steps per
+    record (see the module docstring). slots: (H, F, 4) [stamp, signals...]; due: (F,)."""
+    # the step is at a record boundary: a whole number of records of `old` steps
+    records = step // old
+    new_step = records * new
+    pending_ahead = (slots[..., 0].astype(np.int64) - step) % _STAMP
+    pending = (slots[..., 0] >= 0) & (pending_ahead < slots.shape[0])
+    old_due = step + pending_ahead  # (H, F) absolute steps of the old grid
+    ahead = np.clip(-(-old_due * new // old) - new_step, 0, history - 1)  # as dde._send_back
+    new_due = new_step + ahead
+    controller = np.broadcast_to(np.arange(slots.shape[1]), old_due.shape)
+    order = np.argsort(np.where(pending, old_due, -1), axis=None, kind="stable")
+    order = order[pending.ravel()[order]]  # pending entries, oldest first: the newest wins
+    out = np.full((history, slots.shape[1], slots.shape[2]), -1.0, dtype=slots.dtype)
+    rows = new_due.ravel()[order]
+    cols = controller.ravel()[order]
+    out[rows % history, cols, 1:] = slots.reshape(-1, slots.shape[2])[order, 1:]
+    out[rows % history, cols, 0] = rows % _STAMP
+    new_guard = -(-due.astype(np.int64) * new // old)
+    return new_step, out, new_guard.astype(due.dtype)

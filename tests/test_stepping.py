@@ -1,0 +1,76 @@
+"""Steps chosen from the dynamics (solvers/stepping.py): the rule, the re-filing of signals in
+flight, and adaptive runs against fixed fine steps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import pathflow
+from helpers import PACKET, star
+from pathflow.compile import compile_scenario
+from pathflow.metrics import throughput
+from pathflow.solvers.stepping import Stepping, limiting_rtt, regrid
+
+
+def test_choose_takes_a_twentieth_of_the_round_trip_in_powers_of_two() -> None:
+    rule = Stepping(sample=1e-3, finest=100, coarsest=2)
+    assert rule.choose(1e-3) == 32  # 20 steps per round trip of one record -> 2^ceil(log2 20)
+    assert rule.choose(20e-3) == 2  # one step per record wanted, RED allows no fewer than 2
+    assert rule.choose(1e-6) == 100  # never finer than the default step
+    assert rule.choose(math.inf) == 2
+
+
+def test_nic_held_and_idle_senders_do_not_limit_the_step() -> None:
+    rtt = np.array([[1e-3, 5e-5, 2e-3, 7e-5]])
+    capacity = np.full(4, 100.0)
+    nic = np.array([0, 1, 2, 3])
+    send = np.array([[50.0, 100.0, 20.0, 0.0]])  # flow 1 fills its NIC, flow 3 is idle
+    start = np.array([0.0, 0.0, 0.0, 5.0])
+    assert limiting_rtt(rtt, send, capacity, nic, start, 1.0, 2.0) == 1e-3
+    assert limiting_rtt(rtt, send, capacity, nic, start, 4.0, 6.0) == 7e-5  # flow 3 starts
+
+
+def test_regrid_files_each_signal_at_its_arrival_time() -> None:
+    """A signal due at old step k arrives at k dt_old: new step ceil(k dt_old / dt_new)."""
+    history, old, new = 16, 8, 2  # dt grows 4 times; the step is at record 3 (step 24)
+    slots = np.full((history, 2, 4), -1.0)
+    for controller, due, value in ((0, 25, 0.1), (0, 27, 0.2), (1, 24, 0.3), (1, 31, 0.4)):
+        slots[due % history, controller] = (due, value, 0.0, value)
+    step, out, guard = regrid(24, slots, np.array([27, 31]), old, new, history)
+    assert step == 6
+    filed = {(c, int(out[r, c, 0])): out[r, c, 1] for r in range(history) for c in range(2)
+             if out[r, c, 0] >= 0}
+    # 25 and 27 both land on new step 7: the newer (0.2) wins; 24 -> 6, 31 -> 8
+    assert filed == {(0, 7): 0.2, (1, 6): 0.3, (1, 8): 0.4}
+    np.testing.assert_array_equal(guard, [7, 8])
+    back_step, back, _ = regrid(step, out, guard, new, old, history)  # finer again: exact
+    assert back_step == 24
+    assert {(c, int(back[r, c, 0])) for r in range(history) for c in range(2)
+            if back[r, c, 0] >= 0} == {(0, 28), (1, 24), (1, 32)}
+
+
+@pytest.mark.parametrize(("senders", "rate", "threshold"), [(8, "10Gbps", "65pkt"),
+                                                            (2, "1Gbps", "20pkt")])
+def test_adaptive_steps_agree_with_fixed_fine_steps(senders: int, rate: str,
+                                                    threshold: str) -> None:
+    scenario = star(senders, rate=rate, delay="5us", buffer="400pkt", duration="60ms",
+                    aqm={"kind": "ecn_step", "threshold": threshold}, run={"sample": "20us"})
+    compiled = compile_scenario(scenario)
+    assert compiled.stepping is not None
+    fine = scenario.with_updates({"run.dt": f"{compiled.dt / 2:.12g}s",
+                                  "run.sample": f"{compiled.sample_interval:.12g}s"})
+    adaptive, fixed = pathflow.simulate(scenario), pathflow.simulate(fine)
+    assert float(adaptive.dt.max()) >= 2 * compiled.dt  # the queue let the step grow
+    steady = {"time": slice(0.02, None), "link": "s0->r0"}
+    for ds in (adaptive, fixed):
+        assert float(throughput(ds).sum()) == pytest.approx(float(ds.capacity.sel(link="s0->r0")),
+                                                            rel=0.01)
+    q_adaptive = float(adaptive.queue.sel(**steady).mean()) / PACKET
+    q_fixed = float(fixed.queue.sel(**steady).mean()) / PACKET
+    assert q_adaptive == pytest.approx(q_fixed, rel=0.03, abs=1.0)
+    peak_adaptive = float(adaptive.queue_max.sel(**steady).max()) / PACKET
+    peak_fixed = float(fixed.queue_max.sel(**steady).max()) / PACKET
+    assert peak_adaptive == pytest.approx(peak_fixed, rel=0.05, abs=1.0)
