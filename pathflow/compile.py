@@ -79,10 +79,9 @@ def _queue_params(scenario: Scenario, network: Network) -> tuple[Queues, Any]:
     return Queues(capacity, buffer), discipline.pack([*rows, discipline.inert()])
 
 
-def _path_arrays(scenario: Scenario, network: Network, routes: Routes
+def _path_arrays(scenario: Scenario, network: Network, routes: Routes, nics: set[int]
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n_links = len(network.links)
-    nics = {_host_link(network, host) for host in network.hosts}
     width = max(len(path) for path in routes.paths)
     hops = np.full((len(routes.paths), width), n_links, dtype=np.int32)
     base = np.zeros(len(routes.paths))
@@ -99,11 +98,15 @@ def _path_arrays(scenario: Scenario, network: Network, routes: Routes
     return hops, base, base + largest
 
 
-def _host_link(network: Network, host: str) -> int:
-    """The host's egress link (hosts attach by one link in every built-in topology); L if the
-    host has several, which then behave as ordinary queues."""
-    links = [i for i, link in enumerate(network.links) if link.src == host]
-    return links[0] if len(links) == 1 else len(network.links)
+def _host_links(network: Network) -> dict[str, int]:
+    """Each host's egress link (hosts attach by one link in every built-in topology); L for a
+    host with several, which then behave as ordinary queues."""
+    egress: dict[str, list[int]] = {host: [] for host in network.hosts}
+    for i, link in enumerate(network.links):
+        if link.src in egress:
+            egress[link.src].append(i)
+    return {host: links[0] if len(links) == 1 else len(network.links)
+            for host, links in egress.items()}
 
 
 def choose_grid(scenario: Scenario, base_rtt: np.ndarray, largest_rtt: np.ndarray,
@@ -136,7 +139,9 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     control = scenario.control
     model = control.build(scenario.cc_values)
     queues, aqm = _queue_params(scenario, network)
-    hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes)
+    host_links = _host_links(network)
+    hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes,
+                                               set(host_links.values()))
     n_flows = len(routes.flows)
     dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_flows)
     history_bytes = grid.history * 4 * n_flows * 8  # the feedback ring buffer
@@ -151,7 +156,7 @@ def compile_scenario(scenario: Scenario) -> Compiled:
         path_controller=np.asarray(routes.path_subflow, dtype=np.int32),
         path_weight=np.asarray(routes.path_weight),
         path_base_rtt=base_rtt,
-        nic=np.array([_host_link(network, flow.src) for flow in routes.flows], dtype=np.int32),
+        nic=np.array([host_links[flow.src] for flow in routes.flows], dtype=np.int32),
         start=np.array([flow.start for flow in routes.flows]),
         size=np.array([flow.size for flow in routes.flows]),
         active=np.ones(n_flows),

@@ -90,9 +90,16 @@ class _PathFinder:
         for hops in self.out.values():
             hops.sort()
         self._distance: dict[str, dict[str, int]] = {}
+        self._count: dict[str, dict[str, int]] = {}
 
     def distance_to(self, dst: str) -> dict[str, int]:
         if dst not in self._distance:
+            into = self.into.get(dst, [])
+            if len(into) == 1 and into[0] != dst:  # every path ends u -> dst: share u's search
+                dist = {node: d + 1 for node, d in self.distance_to(into[0]).items()}
+                dist[dst] = 0
+                self._distance[dst] = dist
+                return dist
             dist = {dst: 0}
             queue = deque([dst])
             while queue:
@@ -121,6 +128,39 @@ class _PathFinder:
             for nxt, link in reversed(self.next_hops(node, dst)):  # name order after pop
                 stack.append((nxt, (*walk, link)))
         return found
+
+    def count(self, node: str, dst: str) -> int:
+        """How many shortest paths lead from node to dst (memoised per destination)."""
+        into = self.into.get(dst, [])
+        if node != dst and len(into) == 1 and into[0] != dst:  # as many as to u, for u -> dst
+            return self.count(node, into[0])
+        counts = self._count.setdefault(dst, {dst: 1})
+        if node not in counts:
+            pending = [node]
+            while pending:  # iterative post-order: a long path does not hit the recursion limit
+                current = pending[-1]
+                missing = [n for n, _ in self.next_hops(current, dst) if n not in counts]
+                if missing:
+                    pending += missing
+                    continue
+                pending.pop()
+                counts[current] = sum(counts[n] for n, _ in self.next_hops(current, dst))
+        return counts[node]
+
+    def path(self, src: str, dst: str, index: int) -> tuple[int, ...]:
+        """The `index`-th shortest path in name order (as `paths` lists them), without listing
+        the others: at each node, skip the next hops whose paths all come before it."""
+        if src not in self.distance_to(dst):
+            raise ScenarioError(f"routing: no path from {src} to {dst}")
+        node, walk = src, ()
+        while node != dst:
+            for nxt, link in self.next_hops(node, dst):
+                below = self.count(nxt, dst)
+                if index < below:
+                    node, walk = nxt, (*walk, link)
+                    break
+                index -= below
+        return walk
 
     def static_path(self, src: str, dst: str, seed: int) -> tuple[int, ...]:
         node, walk = src, ()
@@ -205,17 +245,19 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
     path_weight: list[float] = []
     equal_cost: list[int] = []
     for index, flow in enumerate(flows):
-        options = finder.paths(flow.src, flow.dst)
-        equal_cost.append(len(options))
+        if flow.src not in finder.distance_to(flow.dst):
+            raise ScenarioError(f"routing: no path from {flow.src} to {flow.dst}")
+        options = min(finder.count(flow.src, flow.dst), routing.max_paths)
+        equal_cost.append(options)
         if routing.mode == "static":
             chosen = [finder.static_path(flow.src, flow.dst, seed)]
+        elif routing.mode == "spray":
+            chosen = finder.paths(flow.src, flow.dst)
+        elif routing.mode == "ecmp":
+            pick = _stable_hash(seed, index, flow.src, flow.dst) % options
+            chosen = [finder.path(flow.src, flow.dst, pick)]
         else:
-            if routing.mode == "spray":
-                chosen = options
-            elif routing.mode == "ecmp":
-                chosen = [options[_stable_hash(seed, index, flow.src, flow.dst) % len(options)]]
-            else:
-                chosen = options[:1]
+            chosen = [finder.path(flow.src, flow.dst, 0)]
         paths += chosen
         path_subflow += [index] * len(chosen)  # one subflow per flow (TCP)
         path_weight += [1.0 / len(chosen)] * len(chosen)

@@ -25,6 +25,7 @@ from pathflow.results import trajectory_to_dataset
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.solvers.problem import Grid, pad_problem, stack_problems
 from pathflow.solvers.run import solve
+from pathflow.solvers.stepping import Stepping
 
 __all__ = ["parse_flow_range", "summarize_point", "sweep_flows"]
 
@@ -82,14 +83,23 @@ _UNITS = {"aggregate_throughput": "bytes/s", "jain": "1", "bottleneck_utilizatio
 
 
 def _compile_all(scenario: Scenario, counts: list[int]) -> list[Compiled]:
+    """Every point compiled, on one time axis: the finest step of any point and the coarsest
+    record interval (which bounds the memory), each point keeping its step free to follow the
+    dynamics where its scenario leaves it free."""
     compiled = [compile_scenario(scenario.with_updates({"traffic.flows": n})) for n in counts]
-    dts = {c.dt for c in compiled}
-    samples = {c.sample_interval for c in compiled}
-    if len(dts) > 1 or len(samples) > 1:  # one time axis for the whole sweep
-        dt, sample = min(dts), max(samples)  # the coarsest sampling bounds the memory
-        compiled = [compile_scenario(c.scenario.with_updates(
-            {"run.dt": f"{dt:.12g}s", "run.sample": f"{sample:.12g}s"})) for c in compiled]
-    return compiled
+    dt, sample = min(c.dt for c in compiled), max(c.sample_interval for c in compiled)
+    per_record = max(1, math.ceil(sample / dt - 1e-9))
+    dt = sample / per_record
+    records = math.ceil(scenario.duration / sample - 1e-9)
+    history = max(math.ceil(c.grid.history * c.dt / dt) for c in compiled)
+    grid = Grid(per_record, records, history)
+    adaptive = all(c.stepping is not None for c in compiled)
+    longest = min((c.stepping.sample / c.stepping.coarsest for c in compiled
+                   if c.stepping is not None), default=sample)  # the coarsest step allowed
+    coarsest = min(per_record, max(1, math.ceil(sample / longest - 1e-9)))
+    stepping = Stepping(sample, per_record, coarsest) if adaptive and per_record > 1 else None
+    return [replace(c, grid=grid, problem=c.problem._replace(dt=np.asarray(dt, c.problem.dt.dtype)),
+                    stepping=stepping) for c in compiled]
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,7 @@ def _run_chunk(chunk: _Chunk, progress: Callable[[int, int], None]) -> list[xr.D
     padded = [pad_problem(c.problem, *chunk.shape) for c in chunk.members]
     padded += padded[-1:] * (chunk.batch - len(padded))
     trajectory = solve(chunk.members[0].physics, stack_problems(padded), chunk.grid,
-                       batched=True, progress=progress)
+                       batched=True, progress=progress, stepping=chunk.members[0].stepping)
     return [trajectory_to_dataset(c, jax.tree.map(lambda a, i=i: a[i], trajectory))
             for i, c in enumerate(chunk.members)]
 
