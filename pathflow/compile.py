@@ -30,7 +30,7 @@ from pathflow.models.aqm import Queues
 from pathflow.models.base import CongestionModel
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario
-from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem
+from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem, with_hop_layout
 from pathflow.solvers.stepping import Stepping
 from pathflow.topology import Network, build_network
 from pathflow.units import parse_time
@@ -164,6 +164,7 @@ def compile_scenario(scenario: Scenario) -> Compiled:
         params=model.build_params(scenario.cc_values, n_flows),
         dt=np.asarray(dt),
     )
+    problem = with_hop_layout(problem)  # what the solver walks (solvers.problem.hop_layout)
     dtype = jnp.float32 if scenario.spec.run.precision == "float32" else jnp.float64
     physics = Physics(model, scenario.discipline)
     return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,

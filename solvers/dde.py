@@ -68,6 +68,7 @@ class Carry(NamedTuple):
     queue: Array  # (L+1,) bytes
     measure: Array  # (L+1,) RED average (bytes)
     ratio: Array  # (L+1,) departure / arrival of the previous step
+    rtt: Array  # (F,) s, round-trip time at `queue` (split-weighted over the paths)
     feedback: Feedback  # signals in flight back to the controllers
 
 
@@ -122,6 +123,7 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
         queue=zeros_links,
         measure=zeros_links,
         ratio=jnp.ones(links, dtype),
+        rtt=_rtt(zeros_links, problem, _prepare(problem)),
         feedback=Feedback(
             slots=jnp.full((grid.history, controllers, 4), -1.0, dtype),
             due=jnp.zeros(controllers, jnp.int32),
@@ -130,17 +132,72 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
     )
 
 
-def _per_controller(values: Array, problem: Problem) -> Array:
-    """Split-weighted mean of per-path values for each controller."""
+class _Layout(NamedTuple):
+    """Step-invariant arrays derived from the problem once per run, outside the step loop (so
+    that calibration, which edits `path_base_rtt`, still sees its edits and their gradients)."""
+
+    link: Array  # (F, J) int32: the hop layout's slots, hop after hop (J = sum_h K_h)
+    share: Array  # (F, J) share of the controller's rate on the slot's link
+    exit: Array  # (F, J) share whose path ends with the slot's link
+    weight: Array  # (F,) sum of the controller's split weights (0 for padding controllers)
+    base_rtt: Array  # (F,) split-weighted mean base RTT (1 s for padding controllers)
+
+
+def _prepare(problem: Problem) -> _Layout:
+    if not problem.hop_link:
+        raise ValueError("the problem has no hop layout: build it with compile_scenario or "
+                         "solvers.problem.with_hop_layout")
     controllers = problem.start.shape[0]
-    total = jax.ops.segment_sum(problem.path_weight * values, problem.path_controller, controllers)
-    weight = jax.ops.segment_sum(problem.path_weight, problem.path_controller, controllers)
-    return jnp.where(weight > 0, total / jnp.maximum(weight, _TINY), 1.0)
+    owner, weight = problem.path_controller, problem.path_weight
+    total = jax.ops.segment_sum(weight, owner, controllers)
+    base = jax.ops.segment_sum(weight * problem.path_base_rtt, owner, controllers)
+    return _Layout(
+        link=jnp.concatenate(problem.hop_link, axis=-1),
+        share=jnp.concatenate(problem.hop_share, axis=-1),
+        exit=jnp.concatenate(problem.hop_exit, axis=-1),
+        weight=total,
+        base_rtt=jnp.where(total > 0, base / jnp.maximum(total, _TINY), 1.0),
+    )
 
 
-def _path_rtt(queue: Array, problem: Problem) -> Array:
-    queueing = (queue / problem.queues.capacity)[problem.path_hops].sum(axis=1)
-    return problem.path_base_rtt + queueing
+def _widths(problem: Problem) -> tuple[int, ...]:
+    """K_h of each hop index: static (shapes), so hops are sliced without gathers."""
+    return tuple(int(a.shape[-1]) for a in problem.hop_link)
+
+
+def _by_hop(values: Array, widths: tuple[int, ...]) -> list[Array]:
+    """Per hop index, the sum over its slots of (..., J) values: a list of (...) arrays."""
+    sums, offset = [], 0
+    for width in widths:
+        piece = values[..., offset:offset + width]
+        sums.append(piece[..., 0] if width == 1 else piece.sum(axis=-1))
+        offset += width
+    return sums
+
+
+def _per_slot(per_hop: list[Array], widths: tuple[int, ...]) -> Array:
+    """(F,) values per hop index spread over that hop's slots: (F, J)."""
+    return jnp.concatenate([jnp.broadcast_to(v[:, None], (v.shape[0], width))
+                            for v, width in zip(per_hop, widths, strict=True)], axis=1)
+
+
+def _rtt(queue: Array, problem: Problem, layout: _Layout) -> Array:
+    """Split-weighted round-trip time per controller: base + sum over its paths' hops of q/C,
+    summed once per distinct (hop, link) slot with the slot's share (exact, it is linear)."""
+    queueing = (queue / problem.queues.capacity)[layout.link]
+    return layout.base_rtt + jnp.sum(layout.share * queueing, axis=1)
+
+
+def _path_signal(probability: Array, layout: _Layout, widths: tuple[int, ...]) -> Array:
+    """(K, L+1) per-link fractions to (K, F) per-controller path signals 1 - prod_h (1 - s_h),
+    s_h the share-weighted fraction at hop h. Exact for single-path routing; for a controller
+    with several paths it is the split-weighted mean of 1 - prod_l (1 - p_l) over its paths
+    when at most one hop of each path marks (layers are averaged before the product)."""
+    at_hop = _by_hop(layout.share * probability[:, layout.link], widths)
+    keep = 1.0 - at_hop[0]
+    for fraction in at_hop[1:]:
+        keep = keep * (1.0 - fraction)
+    return jnp.where(layout.weight > 0, 1.0 - keep, 1.0)
 
 
 def _stamp(step: Array) -> Array:
@@ -168,16 +225,16 @@ def _receive(feedback: Feedback, step: Array) -> Feedback:
     return Feedback(feedback.slots, feedback.due, jnp.where(arrived, row[:, 1:], feedback.seen))
 
 
-def _step(physics: Physics, problem: Problem, carry: Carry) -> tuple[Carry, _Sums]:
+def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
+          ) -> tuple[Carry, _Sums]:
     model, discipline = physics.model, physics.discipline
     dt = problem.dt
     queues = problem.queues
     links = queues.capacity.shape[0]
-    hops, owner, weight = problem.path_hops, problem.path_controller, problem.path_weight
+    widths = _widths(problem)
     time = carry.step * dt
 
-    path_rtt = _path_rtt(carry.queue, problem)
-    rtt = _per_controller(path_rtt, problem)
+    rtt = carry.rtt  # at the current queues, computed by the previous step (or initial_carry)
     running = ((time >= problem.start) & (carry.delivered < problem.size)
                & (problem.active > 0))
     wanted = jnp.where(running, model.rate(carry.state, rtt, problem.params), 0.0)
@@ -187,12 +244,16 @@ def _step(physics: Physics, problem: Problem, carry: Carry) -> tuple[Carry, _Sum
     send = wanted * nic_share
     packets_per_s = send / problem.packet
 
-    ratio_along = carry.ratio[hops]
-    reaching = jnp.cumprod(ratio_along, axis=1)
-    entering = jnp.concatenate([jnp.ones_like(reaching[:, :1]), reaching[:, :-1]], axis=1)
-    path_send = send[owner] * weight
-    hop_flow = path_send[:, None] * entering
-    arrival = jax.ops.segment_sum(hop_flow.ravel(), hops.ravel(), links)
+    # Tier by tier: the flow entering hop h + 1 is the flow entering hop h times the
+    # share-weighted departure/arrival ratio of its hop-h links (exact for one path).
+    passed = _by_hop(layout.share * carry.ratio[layout.link], widths)
+    entering = [jnp.ones_like(send)]
+    for through in passed[:-1]:
+        entering.append(entering[-1] * through)
+    path_send = send * layout.weight
+    slot_entering = _per_slot([path_send * e for e in entering], widths)
+    hop_flow = slot_entering * layout.share
+    arrival = jax.ops.segment_sum(hop_flow.ravel(), layout.link.ravel(), links)
 
     mark, early_drop = discipline.congestion(carry.measure, problem.aqm)
     moved = aqm.queue_step(carry.queue, arrival, early_drop, queues, dt)
@@ -200,15 +261,11 @@ def _step(physics: Physics, problem: Problem, carry: Carry) -> tuple[Carry, _Sum
     loss = jnp.where(flowing, moved.drop / jnp.maximum(arrival, _TINY), 0.0)
     ratio = jnp.where(flowing, moved.departure / jnp.maximum(arrival, _TINY), 1.0)
     measure = discipline.average(carry.measure, moved.queue, problem.aqm, dt)
-    last = jnp.sum(hops < links - 1, axis=1) - 1  # each path's final real hop
-    paths = jnp.arange(hops.shape[0])
-    delivered_path = hop_flow[paths, last] * ratio[hops[paths, last]]
-    flow_rate = jax.ops.segment_sum(delivered_path, owner, send.shape[0])
+    # delivered: what enters each path's last hop and leaves it (this step's ratio there)
+    flow_rate = jnp.sum(slot_entering * layout.exit * ratio[layout.link], axis=1)
 
-    probability_now = jnp.stack([mark, loss])[:, hops]  # (2, P, H)
-    path_signal = 1.0 - jnp.prod(1.0 - probability_now, axis=2)
-    sent = jnp.stack([_per_controller(path_signal[0], problem),
-                      _per_controller(path_signal[1], problem), packets_per_s], axis=1)
+    mark_loss = _path_signal(jnp.stack([mark, loss]), layout, widths)
+    sent = jnp.stack([mark_loss[0], mark_loss[1], packets_per_s], axis=1)
     feedback = _receive(_send_back(carry.feedback, carry.step, rtt, dt, sent), carry.step)
     seen_mark, seen_loss, acked = feedback.seen.T
     signals = Signals(rtt, seen_mark, seen_loss, acked, (nic_share >= 1.0).astype(rtt.dtype))
@@ -217,7 +274,8 @@ def _step(physics: Physics, problem: Problem, carry: Carry) -> tuple[Carry, _Sum
     slope = model.derivative(carry.state, signals, params)
     euler = jax.tree.map(lambda s, d: s + dt * d, carry.state, slope)
     guess = model.project(euler, signals, params)
-    later = signals._replace(rtt=_per_controller(_path_rtt(moved.queue, problem), problem))
+    rtt_later = _rtt(moved.queue, problem, layout)  # also the next step's current RTT
+    later = signals._replace(rtt=rtt_later)
     slope_later = model.derivative(guess, later, params)
     stepped = jax.tree.map(lambda s, a, b: s + 0.5 * dt * (a + b), carry.state, slope, slope_later)
     stepped = model.project(stepped, signals, params)
@@ -228,21 +286,21 @@ def _step(physics: Physics, problem: Problem, carry: Carry) -> tuple[Carry, _Sum
     completion = jnp.where(finished, time + dt, carry.completion)
 
     new_carry = Carry(carry.step + 1, state, delivered, completion, moved.queue, measure, ratio,
-                      feedback)
+                      rtt_later, feedback)
     marked = mark * arrival
     sums = _Sums(arrival, moved.departure, moved.drop, marked, flow_rate, send, moved.queue,
                  moved.queue)
     return new_carry, sums
 
 
-def _record(physics: Physics, problem: Problem, grid: Grid, carry: Carry,
+def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, carry: Carry,
             steps: Array | None = None) -> tuple[Carry, Trajectory]:
     """One record interval: `grid.steps_per_record` steps, or `steps` (a traced count, so that
     one compiled program serves every step size; not reverse-differentiable)."""
 
     def body(inner: tuple[Carry, _Sums], _: None) -> tuple[tuple[Carry, _Sums], None]:
         current, sums = inner
-        current, now = _step(physics, problem, current)
+        current, now = _step(physics, problem, layout, current)
         summed = _Sums(*(a + b for a, b in zip(sums[:6], now[:6], strict=True)),
                        jnp.maximum(sums.queue_max, now.queue_max),
                        jnp.minimum(sums.queue_min, now.queue_min))
@@ -259,12 +317,11 @@ def _record(physics: Physics, problem: Problem, grid: Grid, carry: Carry,
         carry, sums = jax.lax.fori_loop(0, steps, lambda _, inner: body(inner, None)[0],
                                         (carry, start))
         n = steps.astype(carry.queue.dtype)
-    path_rtt = _path_rtt(carry.queue, problem)
     sample = Trajectory(
         queue=carry.queue, queue_max=sums.queue_max, queue_min=sums.queue_min,
         arrival=sums.arrival / n, departure=sums.departure / n, drop=sums.drop / n,
         mark=sums.mark / n, flow_rate=sums.flow_rate / n, send_rate=sums.send_rate / n,
-        rtt=_per_controller(path_rtt, problem), state=carry.state, delivered=carry.delivered,
+        rtt=carry.rtt, state=carry.state, delivered=carry.delivered,
         completion=carry.completion, dt=problem.dt,
     )
     return carry, sample
@@ -275,8 +332,10 @@ def run_records(physics: Physics, problem: Problem, grid: Grid, carry: Carry,
     """Advance `records` sample intervals from `carry`; the building block for progress bars.
     `steps` (traced) overrides the grid's steps per record (`solvers.stepping`)."""
 
+    layout = _prepare(problem)
+
     def body(current: Carry, _: None) -> tuple[Carry, Trajectory]:
-        return _record(physics, problem, grid, current, steps)
+        return _record(physics, problem, layout, grid, current, steps)
 
     return jax.lax.scan(body, carry, None, length=records)
 

@@ -9,6 +9,15 @@ along a leading batch axis for `jax.vmap`.
 `Physics` is the code a run executes, the static half of a compiled program: the congestion-control
 model and the queue discipline. Their parameter values live in the `Problem` (`params`, `aqm`), in
 the pytrees each declares, so a batch may vary them.
+
+The solver does not walk the (P, H) path arrays: it walks the *hop layout* derived from them
+(`hop_layout`, DESIGN §4 "Paths, measured"). For each hop index h, controller c has K_h slots
+holding the distinct links its paths cross at their h-th hop, with the share of c's rate sent
+that way (`hop_share`, the split weights of those paths over c's total weight) and the share
+whose path ends there (`hop_exit`). Under single-path routing K_h = 1 and every slot is one
+path's hop; under spraying on a k = 8 fat-tree the 16 paths x 6 hops of a flow collapse to the
+1 + 4 + 16 + 16 + 4 + 1 distinct links they cross. Hop levels beyond a path's end carry its share
+on the padding link L (inert: infinite capacity, no marks), as the padded path hops do.
 """
 
 from __future__ import annotations
@@ -46,6 +55,11 @@ class Problem(NamedTuple):
     packet: Array  # (F,) bytes per packet (transport.mss)
     params: Any  # (F,) each: the congestion-control model's Params
     dt: Array  # () s
+    # The hop layout (see the module docstring), one array per hop index h, derived from the
+    # path arrays by `hop_layout`; rebuild it when they change.
+    hop_link: tuple[Array, ...] = ()  # H x (F, K_h) int32 link indices, padded with L
+    hop_share: tuple[Array, ...] = ()  # H x (F, K_h) share of the controller's rate on the link
+    hop_exit: tuple[Array, ...] = ()  # H x (F, K_h) share whose path ends with this hop
 
     @property
     def n_links(self) -> int:
@@ -54,6 +68,66 @@ class Problem(NamedTuple):
     @property
     def n_controllers(self) -> int:
         return int(self.start.shape[-1])
+
+
+class HopLayout(NamedTuple):
+    link: tuple[np.ndarray, ...]
+    share: tuple[np.ndarray, ...]
+    exit: tuple[np.ndarray, ...]
+
+
+def hop_layout(path_hops: np.ndarray, path_controller: np.ndarray, path_weight: np.ndarray,
+               controllers: int, n_links: int) -> HopLayout:
+    """The per-hop (controller, link) slots of the path arrays (see the module docstring).
+
+    Slots of one controller and hop hold distinct links in increasing order; unused slots point
+    at the padding link `n_links` with share 0. Paths of weight 0 (padding) are left out, and a
+    controller without weight keeps only unused slots."""
+    hops = np.asarray(path_hops, dtype=np.int64)
+    owner = np.asarray(path_controller, dtype=np.int64)
+    weight = np.asarray(path_weight, dtype=np.float64)
+    real = weight > 0
+    hops, owner, weight = hops[real], owner[real], weight[real]
+    total = np.bincount(owner, weights=weight, minlength=controllers)
+    inverse = np.divide(1.0, total, out=np.zeros(controllers), where=total > 0)
+    count = hops.shape[1]
+    inside = hops < n_links
+    # the index of each path's last real hop (-1 for a path without one)
+    last = np.where(inside.any(axis=1), count - 1 - np.argmax(inside[:, ::-1], axis=1), -1)
+    links, shares, exits = [], [], []
+    for h in range(count):
+        key = owner * (n_links + 1) + hops[:, h]
+        unique, where = np.unique(key, return_inverse=True)
+        share = np.bincount(where, weights=weight, minlength=unique.size)
+        ending = np.bincount(where, weights=weight * (last == h), minlength=unique.size)
+        slot_owner, slot_link = np.divmod(unique, n_links + 1)
+        # position of each distinct link among its controller's slots (unique sorts by owner)
+        first = np.searchsorted(slot_owner, slot_owner)
+        rank = np.arange(unique.size) - first
+        width = int(rank.max()) + 1 if unique.size else 1
+        link = np.full((controllers, width), n_links, dtype=np.int32)
+        fraction = np.zeros((controllers, width))
+        ended = np.zeros((controllers, width))
+        link[slot_owner, rank] = slot_link
+        # a share over the controller's weight, so that a single path's is exactly 1
+        fraction[slot_owner, rank] = share * inverse[slot_owner]
+        ended[slot_owner, rank] = ending * inverse[slot_owner]
+        links.append(link)
+        shares.append(fraction)
+        exits.append(ended)
+    return HopLayout(tuple(links), tuple(shares), tuple(exits))
+
+
+def with_hop_layout(problem: Problem) -> Problem:
+    """`problem` with its hop layout rebuilt from its path arrays."""
+    layout = hop_layout(np.asarray(problem.path_hops), np.asarray(problem.path_controller),
+                        np.asarray(problem.path_weight), problem.n_controllers, problem.n_links)
+    dtype = np.asarray(problem.path_weight).dtype
+    return problem._replace(
+        hop_link=tuple(jnp.asarray(a) for a in layout.link),
+        hop_share=tuple(np.asarray(a, dtype=dtype) for a in layout.share),
+        hop_exit=tuple(np.asarray(a, dtype=dtype) for a in layout.exit),
+    )
 
 
 @dataclass(frozen=True)
@@ -99,7 +173,7 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
     hop_array = grow(hop_array, paths, links)
     params = type(problem.params)(*(grow(a, controllers, float(np.asarray(a)[0]))
                                     for a in problem.params))
-    return Problem(
+    return with_hop_layout(Problem(
         queues=queues,
         aqm=aqm,
         path_hops=jnp.asarray(hop_array, dtype=jnp.int32),
@@ -114,11 +188,27 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
         packet=grow(problem.packet, controllers, float(np.asarray(problem.packet)[0])),
         params=params,
         dt=problem.dt,
-    )
+    ))
+
+
+def _widen_hop_layout(problem: Problem, widths: list[int]) -> Problem:
+    """The hop layout with K_h widened to `widths[h]` by unused slots (padding link, share 0)."""
+
+    def widen(arrays: tuple[Array, ...], fill: float) -> tuple[Array, ...]:
+        return tuple(jnp.pad(jnp.asarray(a), ((0, 0), (0, k - a.shape[1])), constant_values=fill)
+                     for a, k in zip(arrays, widths, strict=True))
+
+    return problem._replace(hop_link=widen(problem.hop_link, problem.n_links),
+                            hop_share=widen(problem.hop_share, 0.0),
+                            hop_exit=widen(problem.hop_exit, 0.0))
 
 
 def stack_problems(problems: list[Problem]) -> Problem:
-    """Stack problems of equal shapes along a new leading batch axis."""
+    """Stack problems of equal shapes along a new leading batch axis. Their hop layouts may
+    differ in width (the routes decide K_h): each hop is widened to the widest first."""
+    widths = [max(p.hop_link[h].shape[1] for p in problems)
+              for h in range(len(problems[0].hop_link))]
+    problems = [_widen_hop_layout(p, widths) for p in problems]
     return jax.tree.map(lambda *arrays: jnp.stack([jnp.asarray(a) for a in arrays]), *problems)
 
 
