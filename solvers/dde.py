@@ -11,27 +11,32 @@ Method (DESIGN §4)
 ------------------
 One step from t to t + dt:
 
-1. Round-trip times from the current queues: R_p = base_p + sum_{l in p} q_l / C_l per path, and
-   per controller the split-weighted mean over its paths.
+1. Round-trip times from the current queues: per controller the split-weighted mean over its
+   paths of R_p = base_p + sum_{l in p} q_l / C_l, summed over the distinct (hop, link) slots of
+   the problem's hop layout (`solvers.problem`). It is computed at the end of the previous step,
+   at the queues it left, and carried.
 2. Sending rates from the model (`model.rate`: W / R for a window-based controller, its own
    state for a rate-based one) for running controllers (started, not yet finished), capped by
    the sender's own NIC: a host link never queues or drops, it shares its capacity among its flows
    in proportion to their windows (local backpressure, as Linux's TCP small queues do).
-3. Path flows hop by hop: the flow entering hop h is the sending rate times the departure/arrival
-   ratio of every earlier hop (fluid FIFO: a queue passes on its departures in the proportions it
-   receives), with the ratios of the previous step, so a downstream link never sees more than an
-   upstream link sends. Link arrivals are a `segment_sum` over (path, hop).
+3. Flows tier by tier: the flow entering hop h + 1 is the flow entering hop h times the
+   share-weighted departure/arrival ratio of its hop-h links (fluid FIFO: a queue passes on its
+   departures in the proportions it receives), with the ratios of the previous step, so a
+   downstream link never sees more than an upstream link sends. Link arrivals are one
+   `segment_sum` over the slots. Exact for single-path routing; with several paths, upstream
+   losses thin all of a controller's downstream slots alike.
 4. Queues, marking and drops (`models.aqm`: the common projected queue, the discipline's
    marking and early-drop probabilities and queue measure), projected onto [0, B].
-5. Feedback. What a controller learns from this step (the mark and drop fractions along its
-   paths, 1 - prod_l (1 - p_l), split-weighted, and its own sending rate) reaches it one round
-   trip later, at a = t + R(t): marks are applied on enqueue, so the marked packet still waits
-   through the current queues. The signals are written into a ring buffer of `grid.history`
-   steps at the slot of their arrival step, ceil(a / dt), kept nondecreasing per controller (a
-   packet never overtakes an earlier one); each step reads its own slot, contiguously, and a
-   controller keeps the last values it received while nothing new arrives (when several
-   steps' signals arrive within one step, the newest wins). Looking back by the current RTT,
-   t - R(t), would be wrong while queues grow faster than they drain: the look-back point then
+5. Feedback. What a controller learns from this step (the mark and drop fractions along its paths,
+   1 - prod_h (1 - s_h) with s_h the share-weighted fraction at hop h, which is the split-weighted
+   1 - prod_l (1 - p_l) when at most one hop of each path marks, and its own sending rate) reaches
+   it one round trip later, at a = t + R(t): marks are applied on enqueue, so the marked packet
+   still waits through the current queues. The signals are written into a ring buffer of
+   `grid.history` steps at the slot of their arrival step, ceil(a / dt), kept nondecreasing per
+   controller (a packet never overtakes an earlier one); each step reads its own slot,
+   contiguously, and a controller keeps the last values it received while nothing new arrives (when
+   several steps' signals arrive within one step, the newest wins). Looking back by the current
+   RTT, t - R(t), would be wrong while queues grow faster than they drain: the look-back point then
    stalls and congestion is never signalled.
 6. Controller states advance by Heun's method (explicit trapezoid, second order in the smooth
    state dependence) with the delayed signals held over the step, followed by the model's
