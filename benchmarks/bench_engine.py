@@ -149,7 +149,7 @@ def bench_case(case: str, scenario: Scenario, repeat: int) -> CaseResult:
     paths, hops = (int(n) for n in problem.path_hops.shape)
     return CaseResult(
         case=case, label=_label(case, scenario), links=problem.n_links, paths=paths, hops=hops,
-        flows=problem.n_controllers, dt_s=compiled.dt, steps=grid.steps, records=grid.records,
+        flows=problem.n_subflows, dt_s=compiled.dt, steps=grid.steps, records=grid.records,
         history_steps=grid.history, simulated_s=grid.steps * compiled.dt, build_s=build_s,
         lower_s=lower_s, compile_s=compile_s, first_call_s=first_call_s, run_s=run_s,
         run_all_s=runs, steps_per_s=grid.steps / run_s, us_per_step=run_s / grid.steps * 1e6,

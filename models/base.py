@@ -28,7 +28,7 @@ import numpy as np
 
 from pathflow.models.parameters import Parameter
 
-__all__ = ["Array", "CongestionModel", "Signals", "State"]
+__all__ = ["Array", "CongestionModel", "Signals", "State", "flow_max", "flow_sum"]
 
 Array = jax.Array
 State = dict[str, Array]
@@ -45,6 +45,8 @@ class Signals(NamedTuple):
     window_limited: 1 where the controller's own rate limits what it sends, 0 where the
         sender's NIC does (its host link is saturated). Like Linux (RFC 7661 cwnd validation,
         TCP small queues), a window that does not limit the rate does not grow.
+    flow: the index of each subflow's flow (connection), for models coupled across the
+        subflows of a connection (MPTCP): see `flow_sum` and `flow_max`.
     """
 
     rtt: Array
@@ -52,6 +54,18 @@ class Signals(NamedTuple):
     loss: Array
     acked_rate: Array
     window_limited: Array
+    flow: Array
+
+
+def flow_sum(values: Array, signals: Signals) -> Array:
+    """For each subflow, the sum of `values` over the subflows of its flow (e.g. the total
+    window of an MPTCP connection)."""
+    return jax.ops.segment_sum(values, signals.flow, values.shape[0])[signals.flow]
+
+
+def flow_max(values: Array, signals: Signals) -> Array:
+    """For each subflow, the largest of `values` over the subflows of its flow."""
+    return jax.ops.segment_max(values, signals.flow, values.shape[0])[signals.flow]
 
 
 class CongestionModel(ABC):

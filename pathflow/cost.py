@@ -144,7 +144,7 @@ def _sizes(compiled: Compiled) -> tuple[int, int, int, int]:
     """Path-hop entries, links (with the padding link), paths, controllers."""
     problem = compiled.problem
     hops = np.shape(problem.path_hops)
-    return int(np.prod(hops)), int(problem.n_links) + 1, int(hops[0]), int(problem.n_controllers)
+    return int(np.prod(hops)), int(problem.n_links) + 1, int(hops[0]), int(problem.n_subflows)
 
 
 def _problem_bytes(compiled: Compiled) -> float:

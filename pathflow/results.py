@@ -1,7 +1,8 @@
 """Simulation results as an xarray Dataset with named dimensions and units (DESIGN §6).
 
 Dimensions: `time` (s, end of each sample interval), `link` (directed links, named "a->b"),
-`flow` (connections), `subflow` (controllers; for TCP one per flow, `subflow_flow` says whose).
+`flow` (connections), `subflow` (the senders that own congestion state; for TCP one per flow;
+`subflow_flow` says whose). Per-flow rates and bytes are sums over the flow's subflows.
 Variables carry a `units` attribute. The scenario (TOML), pathflow version, dt and the invariant
 report live in `attrs`. Packet-level results (ns-3, traces) use the same names, so one function
 compares them.
@@ -55,6 +56,8 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
     """Name and label the solver's arrays (padding removed)."""
     network, routes = compiled.network, compiled.routes
     n_links, n_flows = len(network.links), len(routes.flows)
+    flow_of = np.asarray(routes.subflow_flow)
+    n_subflows = len(flow_of)
     interval = compiled.sample_interval
     time = interval * np.arange(1, compiled.grid.records + 1)
     links = network.links
@@ -64,8 +67,14 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
     def lk(array: np.ndarray) -> np.ndarray:
         return np.asarray(array)[:, :n_links]
 
+    def sub(array: np.ndarray) -> np.ndarray:
+        return np.asarray(array)[:, :n_subflows]
+
     def fl(array: np.ndarray) -> np.ndarray:
-        return np.asarray(array)[:, :n_flows]
+        """Per flow: the sum over its subflows."""
+        total = np.zeros((array.shape[0], n_flows), dtype=float)
+        np.add.at(total.T, flow_of, sub(array).T)
+        return total
 
     t = trajectory
     variables: dict[str, Any] = {
@@ -88,24 +97,25 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
                       {"units": "bytes/s", "long_name": "rate delivered to the receiver"}),
         "send_rate": (("time", "flow"), fl(t.send_rate), {"units": "bytes/s"}),
         "delivered": (("time", "flow"), fl(t.delivered), {"units": "bytes"}),
-        "completion_time": (("flow",), np.asarray(t.completion)[-1, :n_flows],
+        "completion_time": (("flow",), _per_flow_first(np.asarray(t.completion)[-1], flow_of,
+                                                       n_flows),
                             {"units": "s", "long_name": "time the last byte arrived (inf: never)"}),
-        "subflow_rate": (("time", "subflow"), fl(t.flow_rate), {"units": "bytes/s"}),
-        "rtt": (("time", "subflow"), fl(t.rtt), {"units": "s"}),
-        "cwnd": (("time", "subflow"), fl(t.state["cwnd"]) * mss, {"units": "bytes"}),
+        "subflow_rate": (("time", "subflow"), sub(t.flow_rate), {"units": "bytes/s"}),
+        "rtt": (("time", "subflow"), sub(t.rtt), {"units": "s"}),
+        "cwnd": (("time", "subflow"), sub(t.state["cwnd"]) * mss, {"units": "bytes"}),
         "dt": (("time",), np.asarray(t.dt, dtype=float),
                {"units": "s", "long_name": "integration step (chosen from the dynamics)"}),
     }
     for name, values in t.state.items():
         if name != "cwnd":
-            variables[name] = (("time", "subflow"), fl(values),
+            variables[name] = (("time", "subflow"), sub(values),
                                {"units": compiled.model.state_units.get(name, "1")})
     coords = {
         "time": ("time", time, {"units": "s"}),
         **network_coords(network, routes),
         "cc": ("flow", [compiled.model.name] * n_flows),
-        "subflow": ("subflow", np.arange(n_flows)),
-        "subflow_flow": ("subflow", np.arange(n_flows)),
+        "subflow": ("subflow", np.arange(n_subflows)),
+        "subflow_flow": ("subflow", flow_of),
     }
     attrs = {
         "engine": "pathflow fluid",
@@ -118,6 +128,13 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "precision": compiled.scenario.spec.run.precision,
     }
     return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def _per_flow_first(values: np.ndarray, flow_of: np.ndarray, n_flows: int) -> np.ndarray:
+    """A per-subflow value that every subflow of a flow shares, per flow."""
+    out = np.full(n_flows, np.nan)
+    out[flow_of[::-1]] = values[: len(flow_of)][::-1]  # the first subflow's, where several
+    return out
 
 
 def write_dataset(dataset: xr.Dataset, path: str) -> None:

@@ -68,8 +68,8 @@ class Carry(NamedTuple):
 
     step: Array  # () int
     state: State  # controller states, (F,) each
-    delivered: Array  # (F,) bytes delivered to the receiver
-    completion: Array  # (F,) s, inf until the flow's last byte arrives
+    delivered: Array  # (F,) bytes each subflow delivered to the receiver
+    completion: Array  # (F,) s, inf until the last byte of the subflow's flow arrives
     queue: Array  # (L+1,) bytes
     measure: Array  # (L+1,) RED average (bytes)
     ratio: Array  # (L+1,) departure / arrival of the previous step
@@ -95,7 +95,7 @@ class Trajectory(NamedTuple):
     departure: Array  # (records, L+1) bytes/s
     drop: Array  # (records, L+1) bytes/s
     mark: Array  # (records, L+1) bytes/s of marked packets
-    flow_rate: Array  # (records, F) bytes/s delivered
+    flow_rate: Array  # (records, F) bytes/s each subflow delivered
     send_rate: Array  # (records, F) bytes/s sent
     rtt: Array  # (records, F) s
     state: State  # (records, F) each
@@ -153,7 +153,7 @@ def _prepare(problem: Problem) -> _Layout:
         raise ValueError("the problem has no hop layout: build it with compile_scenario or "
                          "solvers.problem.with_hop_layout")
     controllers = problem.start.shape[0]
-    owner, weight = problem.path_controller, problem.path_weight
+    owner, weight = problem.path_subflow, problem.path_weight
     total = jax.ops.segment_sum(weight, owner, controllers)
     base = jax.ops.segment_sum(weight * problem.path_base_rtt, owner, controllers)
     return _Layout(
@@ -240,8 +240,9 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     time = carry.step * dt
 
     rtt = carry.rtt  # at the current queues, computed by the previous step (or initial_carry)
-    running = ((time >= problem.start) & (carry.delivered < problem.size)
-               & (problem.active > 0))
+    flow = problem.subflow_flow
+    flow_delivered = jax.ops.segment_sum(carry.delivered, flow, flow.shape[0])[flow]
+    running = (time >= problem.start) & (flow_delivered < problem.size) & (problem.active > 0)
     wanted = jnp.where(running, model.rate(carry.state, rtt, problem.params), 0.0)
     wanted = wanted * problem.packet
     offered = jax.ops.segment_sum(wanted, problem.nic, links)
@@ -273,7 +274,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     sent = jnp.stack([mark_loss[0], mark_loss[1], packets_per_s], axis=1)
     feedback = _receive(_send_back(carry.feedback, carry.step, rtt, dt, sent), carry.step)
     seen_mark, seen_loss, acked = feedback.seen.T
-    signals = Signals(rtt, seen_mark, seen_loss, acked, (nic_share >= 1.0).astype(rtt.dtype))
+    signals = Signals(rtt, seen_mark, seen_loss, acked, (nic_share >= 1.0).astype(rtt.dtype),
+                      flow)
 
     params = problem.params
     slope = model.derivative(carry.state, signals, params)
@@ -287,7 +289,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     state = jax.tree.map(lambda new, old: jnp.where(running, new, old), stepped, carry.state)
 
     delivered = carry.delivered + flow_rate * dt
-    finished = (delivered >= problem.size) & jnp.isinf(carry.completion)
+    flow_total = jax.ops.segment_sum(delivered, flow, flow.shape[0])[flow]
+    finished = (flow_total >= problem.size) & jnp.isinf(carry.completion)
     completion = jnp.where(finished, time + dt, carry.completion)
 
     new_carry = Carry(carry.step + 1, state, delivered, completion, moved.queue, measure, ratio,

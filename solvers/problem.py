@@ -1,10 +1,13 @@
 """The compiled problem: every array one simulation step needs, as a JAX pytree.
 
 Indices follow DESIGN §3: links 0..L-1 plus one padding link L (infinite capacity, never marks, so
-padded hops are inert); paths 0..P-1, each belonging to one controller and crossing up to H links
-(`path_hops`, padded with L); controllers 0..F-1 (a TCP flow is one controller). Shapes, not values,
-decide compilation, so scenarios of equal shapes share one compiled program and can be stacked
-along a leading batch axis for `jax.vmap`.
+padded hops are inert); paths 0..P-1, each belonging to one subflow and crossing up to H links
+(`path_hops`, padded with L); subflows 0..F-1, each belonging to one flow (`subflow_flow`; a flow
+is a connection: a TCP flow has one subflow, an MPTCP connection several). A subflow owns
+congestion state (it is a controller: the model's arrays have one entry per subflow); flows are
+what finishes and what coupled models sum over. Shapes, not values, decide compilation, so
+scenarios of equal shapes share one compiled program and can be stacked along a leading batch
+axis for `jax.vmap`.
 
 `Physics` is the code a run executes, the static half of a compiled program: the congestion-control
 model and the queue discipline. Their parameter values live in the `Problem` (`params`, `aqm`), in
@@ -45,13 +48,14 @@ class Problem(NamedTuple):
     queues: Queues  # (L+1,) capacity and buffer
     aqm: Any  # (L+1,) each: the queue discipline's Params
     path_hops: Array  # (P, H) int32 link indices, padded with L
-    path_controller: Array  # (P,) int32
-    path_weight: Array  # (P,) share of the controller's rate; 0 for padding paths
+    path_subflow: Array  # (P,) int32
+    path_weight: Array  # (P,) share of the subflow's rate; 0 for padding paths
     path_base_rtt: Array  # (P,) s, propagation and serialisation, data out and ACK back
-    nic: Array  # (F,) int32: the controller's host egress link (L if it has none)
-    start: Array  # (F,) s
-    size: Array  # (F,) bytes, inf for a long-lived flow
-    active: Array  # (F,) 1 for a real controller, 0 for padding
+    subflow_flow: Array  # (F,) int32: the flow (connection) of each subflow, < F
+    nic: Array  # (F,) int32: the subflow's host egress link (L if it has none)
+    start: Array  # (F,) s, its flow's start
+    size: Array  # (F,) bytes, its flow's size (inf for a long-lived flow)
+    active: Array  # (F,) 1 for a real subflow, 0 for padding
     packet: Array  # (F,) bytes per packet (transport.mss)
     params: Any  # (F,) each: the congestion-control model's Params
     dt: Array  # () s
@@ -66,7 +70,7 @@ class Problem(NamedTuple):
         return int(self.queues.capacity.shape[-1]) - 1
 
     @property
-    def n_controllers(self) -> int:
+    def n_subflows(self) -> int:
         return int(self.start.shape[-1])
 
 
@@ -76,7 +80,7 @@ class HopLayout(NamedTuple):
     exit: tuple[np.ndarray, ...]
 
 
-def hop_layout(path_hops: np.ndarray, path_controller: np.ndarray, path_weight: np.ndarray,
+def hop_layout(path_hops: np.ndarray, path_subflow: np.ndarray, path_weight: np.ndarray,
                controllers: int, n_links: int) -> HopLayout:
     """The per-hop (controller, link) slots of the path arrays (see the module docstring).
 
@@ -84,7 +88,7 @@ def hop_layout(path_hops: np.ndarray, path_controller: np.ndarray, path_weight: 
     at the padding link `n_links` with share 0. Paths of weight 0 (padding) are left out, and a
     controller without weight keeps only unused slots."""
     hops = np.asarray(path_hops, dtype=np.int64)
-    owner = np.asarray(path_controller, dtype=np.int64)
+    owner = np.asarray(path_subflow, dtype=np.int64)
     weight = np.asarray(path_weight, dtype=np.float64)
     real = weight > 0
     hops, owner, weight = hops[real], owner[real], weight[real]
@@ -120,8 +124,8 @@ def hop_layout(path_hops: np.ndarray, path_controller: np.ndarray, path_weight: 
 
 def with_hop_layout(problem: Problem) -> Problem:
     """`problem` with its hop layout rebuilt from its path arrays."""
-    layout = hop_layout(np.asarray(problem.path_hops), np.asarray(problem.path_controller),
-                        np.asarray(problem.path_weight), problem.n_controllers, problem.n_links)
+    layout = hop_layout(np.asarray(problem.path_hops), np.asarray(problem.path_subflow),
+                        np.asarray(problem.path_weight), problem.n_subflows, problem.n_links)
     dtype = np.asarray(problem.path_weight).dtype
     return problem._replace(
         hop_link=tuple(jnp.asarray(a) for a in layout.link),
@@ -148,7 +152,7 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
     """Pad a problem to larger sizes with inert links, paths and controllers (for batching)."""
     n_links = problem.n_links
     if (links, paths, hops, controllers) == (n_links, *problem.path_hops.shape,
-                                              problem.n_controllers):
+                                              problem.n_subflows):
         return problem
 
     def grow(array: Array, size: int, fill: float) -> Array:
@@ -177,9 +181,12 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
         queues=queues,
         aqm=aqm,
         path_hops=jnp.asarray(hop_array, dtype=jnp.int32),
-        path_controller=jnp.asarray(grow(problem.path_controller, paths, 0), dtype=jnp.int32),
+        path_subflow=jnp.asarray(grow(problem.path_subflow, paths, 0), dtype=jnp.int32),
         path_weight=grow(problem.path_weight, paths, 0.0),
         path_base_rtt=grow(problem.path_base_rtt, paths, 1.0),
+        subflow_flow=jnp.asarray(np.concatenate([  # a padding subflow is a flow of its own
+            np.asarray(problem.subflow_flow),
+            np.arange(problem.n_subflows, controllers)]), dtype=jnp.int32),
         nic=jnp.asarray(grow(np.where(np.asarray(problem.nic) == n_links, links,
                                       problem.nic), controllers, links), dtype=jnp.int32),
         start=grow(problem.start, controllers, 0.0),
