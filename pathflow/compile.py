@@ -174,14 +174,14 @@ def compile_scenario(scenario: Scenario) -> Compiled:
 
 def _stepping(scenario: Scenario, dt: float, grid: Grid, aqm: Any) -> Stepping | None:
     """How the solver may coarsen the step: up to the record interval, and no further than
-    half of RED's averaging time where there is one; None where `[run] dt` fixes it or nothing
-    coarser is allowed."""
-    if scenario.spec.run.dt is not None or grid.steps_per_record == 1:
+    half of RED's averaging time where there is one; None where `[run] dt` fixes it or RED
+    allows nothing coarser."""
+    if scenario.spec.run.dt is not None:
         return None
     finest = grid.steps_per_record
     averaging = np.asarray(getattr(aqm, "avg_rate", np.array([np.inf])))
     fastest = float(averaging[np.isfinite(averaging)].max(initial=0.0))
-    coarsest = max(1, math.ceil(dt * finest * fastest / 0.5))  # dt <= 0.5 / fastest
-    if coarsest >= finest:
+    longest = 0.5 / fastest if fastest > 0 else math.inf  # as choose_grid's bound
+    if longest <= dt:
         return None
-    return Stepping(dt * finest, finest, coarsest)
+    return Stepping(dt * finest, finest, longest)

@@ -94,10 +94,8 @@ def _compile_all(scenario: Scenario, counts: list[int]) -> list[Compiled]:
     history = max(math.ceil(c.grid.history * c.dt / dt) for c in compiled)
     grid = Grid(per_record, records, history)
     adaptive = all(c.stepping is not None for c in compiled)
-    longest = min((c.stepping.sample / c.stepping.coarsest for c in compiled
-                   if c.stepping is not None), default=sample)  # the coarsest step allowed
-    coarsest = min(per_record, max(1, math.ceil(sample / longest - 1e-9)))
-    stepping = Stepping(sample, per_record, coarsest) if adaptive and per_record > 1 else None
+    longest = min(c.stepping.longest for c in compiled) if adaptive else math.inf
+    stepping = Stepping(sample, per_record, longest) if adaptive and per_record > 1 else None
     return [replace(c, grid=grid, problem=c.problem._replace(dt=np.asarray(dt, c.problem.dt.dtype)),
                     stepping=stepping) for c in compiled]
 

@@ -72,7 +72,7 @@ def solve(physics: Physics, problem: Problem, grid: Grid, *, batched: bool = Fal
             chosen = stepping.choose(_limiting_rtt(pieces[-1], problem, now,
                                                    now + per_segment * stepping.sample, batched))
             if chosen != steps_per_record:
-                carry = _regrid(carry, steps_per_record, chosen, grid.history, batched)
+                carry = _regrid(carry, steps_per_record, chosen)
                 steps_per_record = chosen
     axis = 1 if batched else 0
     joined = jax.tree.map(lambda *parts: np.concatenate(parts, axis=axis), *pieces)
@@ -90,18 +90,11 @@ def _limiting_rtt(piece: Trajectory, problem: Problem, now: float, until: float,
                             start[b], now, until) for b in range(nic.shape[0]))
 
 
-def _regrid(carry: Carry, old: int, new: int, history: int, batched: bool) -> Carry:
-    """The carry with its step counter and feedback ring on the new grid."""
+def _regrid(carry: Carry, old: int, new: int) -> Carry:
+    """The carry with its step counter and feedback ring on the new grid (a batch shares its
+    step)."""
     step = np.asarray(carry.step)
-    slots, due = np.asarray(carry.feedback.slots), np.asarray(carry.feedback.due)
-    if batched:
-        parts = [regrid(int(step[b]), slots[b], due[b], old, new, history)
-                 for b in range(step.shape[0])]
-        new_step = np.array([p[0] for p in parts], dtype=step.dtype)
-        new_slots = np.stack([p[1] for p in parts])
-        new_due = np.stack([p[2] for p in parts])
-    else:
-        stepped, new_slots, new_due = regrid(int(step), slots, due, old, new, history)
-        new_step = np.asarray(stepped, dtype=step.dtype)
-    feedback = carry.feedback._replace(slots=jnp.asarray(new_slots), due=jnp.asarray(new_due))
-    return carry._replace(step=jnp.asarray(new_step), feedback=feedback)
+    stepped, slots, due = regrid(int(step.flat[0]), np.asarray(carry.feedback.slots),
+                                 np.asarray(carry.feedback.due), old, new)
+    feedback = carry.feedback._replace(slots=jnp.asarray(slots), due=jnp.asarray(due))
+    return carry._replace(step=jnp.full_like(carry.step, stepped), feedback=feedback)

@@ -16,9 +16,9 @@ from pathflow.solvers.stepping import Stepping, limiting_rtt, regrid
 
 
 def test_choose_takes_a_twentieth_of_the_round_trip_in_powers_of_two() -> None:
-    rule = Stepping(sample=1e-3, finest=100, coarsest=2)
+    rule = Stepping(sample=1e-3, finest=100, longest=0.5e-3)
     assert rule.choose(1e-3) == 32  # 20 steps per round trip of one record -> 2^ceil(log2 20)
-    assert rule.choose(20e-3) == 2  # one step per record wanted, RED allows no fewer than 2
+    assert rule.choose(20e-3) == 2  # one step per record wanted, RED allows no longer than 0.5
     assert rule.choose(1e-6) == 100  # never finer than the default step
     assert rule.choose(math.inf) == 2
 
@@ -39,14 +39,14 @@ def test_regrid_files_each_signal_at_its_arrival_time() -> None:
     slots = np.full((history, 2, 4), -1.0)
     for controller, due, value in ((0, 25, 0.1), (0, 27, 0.2), (1, 24, 0.3), (1, 31, 0.4)):
         slots[due % history, controller] = (due, value, 0.0, value)
-    step, out, guard = regrid(24, slots, np.array([27, 31]), old, new, history)
+    step, out, guard = regrid(24, slots, np.array([27, 31]), old, new)
     assert step == 6
     filed = {(c, int(out[r, c, 0])): out[r, c, 1] for r in range(history) for c in range(2)
              if out[r, c, 0] >= 0}
     # 25 and 27 both land on new step 7: the newer (0.2) wins; 24 -> 6, 31 -> 8
     assert filed == {(0, 7): 0.2, (1, 6): 0.3, (1, 8): 0.4}
     np.testing.assert_array_equal(guard, [7, 8])
-    back_step, back, _ = regrid(step, out, guard, new, old, history)  # finer again: exact
+    back_step, back, _ = regrid(step, out, guard, new, old)  # finer again: exact
     assert back_step == 24
     assert {(c, int(back[r, c, 0])) for r in range(history) for c in range(2)
             if back[r, c, 0] >= 0} == {(0, 28), (1, 24), (1, 32)}
