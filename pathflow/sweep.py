@@ -27,7 +27,8 @@ from pathflow.solvers.problem import Grid, pad_problem, stack_problems
 from pathflow.solvers.run import solve
 from pathflow.solvers.stepping import Stepping
 
-__all__ = ["parse_flow_range", "summarize_point", "sweep_flows"]
+__all__ = ["compile_together", "parse_flow_range", "run_together", "summarize_point",
+           "sweep_flows"]
 
 Progress = Callable[[float, float], None]
 _CHUNK_BYTES = 1e9
@@ -82,15 +83,17 @@ _UNITS = {"aggregate_throughput": "bytes/s", "jain": "1", "bottleneck_utilizatio
           "convergence_time": "s", "settled": "1", "drops": "bytes/s", "window_mean": "bytes"}
 
 
-def _compile_all(scenario: Scenario, counts: list[int]) -> list[Compiled]:
-    """Every point compiled, on one time axis: the finest step of any point and the coarsest
-    record interval (which bounds the memory), each point keeping its step free to follow the
-    dynamics where its scenario leaves it free."""
-    compiled = [compile_scenario(scenario.with_updates({"traffic.flows": n})) for n in counts]
+def compile_together(scenarios: list[Scenario]) -> list[Compiled]:
+    """Scenarios of one duration compiled onto one time axis, to be run together
+    (`run_together`): the finest step of any and the coarsest record interval (which bounds the
+    memory), the step free to follow the dynamics where every scenario leaves it free."""
+    if len({s.duration for s in scenarios}) > 1:
+        raise ScenarioError("run.duration: scenarios run together must have one duration")
+    compiled = [compile_scenario(s) for s in scenarios]
     dt, sample = min(c.dt for c in compiled), max(c.sample_interval for c in compiled)
     per_record = max(1, math.ceil(sample / dt - 1e-9))
     dt = sample / per_record
-    records = math.ceil(scenario.duration / sample - 1e-9)
+    records = math.ceil(scenarios[0].duration / sample - 1e-9)
     history = max(math.ceil(c.grid.history * c.dt / dt) for c in compiled)
     grid = Grid(per_record, records, history)
     adaptive = all(c.stepping is not None for c in compiled)
@@ -114,7 +117,7 @@ class _Chunk:
 def _chunks(compiled: list[Compiled]) -> Iterator[_Chunk]:
     buckets: dict[int, list[Compiled]] = {}
     for c in compiled:
-        buckets.setdefault(_bucket(len(c.routes.flows)), []).append(c)
+        buckets.setdefault(_bucket(c.problem.n_subflows), []).append(c)
     for size, members in sorted(buckets.items()):
         first = members[0]
         grid = replace(first.grid, history=max(c.grid.history for c in members))
@@ -128,13 +131,26 @@ def _chunks(compiled: list[Compiled]) -> Iterator[_Chunk]:
             yield _Chunk(members[i : i + batch], shape, grid, batch)
 
 
-def _run_chunk(chunk: _Chunk, progress: Callable[[int, int], None]) -> list[xr.Dataset]:
-    padded = [pad_problem(c.problem, *chunk.shape) for c in chunk.members]
-    padded += padded[-1:] * (chunk.batch - len(padded))
-    trajectory = solve(chunk.members[0].physics, stack_problems(padded), chunk.grid,
-                       batched=True, progress=progress, stepping=chunk.members[0].stepping)
-    return [trajectory_to_dataset(c, jax.tree.map(lambda a, i=i: a[i], trajectory))
-            for i, c in enumerate(chunk.members)]
+def run_together(compiled: list[Compiled], progress: Progress | None = None
+                 ) -> Iterator[list[tuple[Compiled, xr.Dataset]]]:
+    """Run points from `compile_together` batched through `jax.vmap`: points of one size
+    bucket share a compiled program and run in chunks of about 1 GB; each chunk's results are
+    yielded as soon as it ends. `progress(done, total)` counts points."""
+    done = 0.0
+    for chunk in _chunks(compiled):
+        n = len(chunk.members)
+
+        def report(records: int, total: int, base: float = done, n: int = n) -> None:
+            if progress is not None:
+                progress(base + n * records / total, len(compiled))
+
+        padded = [pad_problem(c.problem, *chunk.shape) for c in chunk.members]
+        padded += padded[-1:] * (chunk.batch - len(padded))
+        trajectory = solve(chunk.members[0].physics, stack_problems(padded), chunk.grid,
+                           batched=True, progress=report, stepping=chunk.members[0].stepping)
+        yield [(c, trajectory_to_dataset(c, jax.tree.map(lambda a, i=i: a[i], trajectory)))
+               for i, c in enumerate(chunk.members)]
+        done += n
 
 
 def sweep_flows(scenario: Scenario, counts: list[int], progress: Progress | None = None,
@@ -144,23 +160,15 @@ def sweep_flows(scenario: Scenario, counts: list[int], progress: Progress | None
     chunk (to save it), `progress(done, total)` counts points (fractions within a chunk).
     `before_run` sees the compiled points before any runs (to state the cost, or refuse by
     raising)."""
-    compiled = _compile_all(scenario, counts)
+    compiled = compile_together([scenario.with_updates({"traffic.flows": n}) for n in counts])
     if before_run is not None:
         before_run(compiled)
     finished: list[tuple[int, dict[str, float], xr.Dataset]] = []
     first: xr.Dataset | None = None
-    done = 0.0
-    for chunk in _chunks(compiled):
-        n = len(chunk.members)
-
-        def report(records: int, total: int, base: float = done, n: int = n) -> None:
-            if progress is not None:
-                progress(base + n * records / total, len(counts))
-
-        for c, ds in zip(chunk.members, _run_chunk(chunk, report), strict=True):
+    for chunk in run_together(compiled, progress):
+        for c, ds in chunk:
             finished.append((len(c.routes.flows), summarize_point(ds), _series(ds)))
             first = ds if first is None else first
-        done += n
         if on_chunk is not None:
             on_chunk(_combine(finished, scenario, first))
     return _combine(finished, scenario, first)

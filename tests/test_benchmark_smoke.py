@@ -11,26 +11,40 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-ROWS = {
-    "bench_engine.py": ("DCTCP star", "fat-tree k=8 ecmp", "fat-tree k=8 spray", "XLA compile",
-                        "run, compiled (best)", "steps per second",
-                        "simulated per wall second"),
-    "bench_packet.py": ("packet-hops per second", "first call (compile/load)", "run (best)",
-                        "ns-3: skipped (--no-ns3)"),
+# script -> (arguments after --quick, rows the table must show, the JSON's case names)
+RUNS: dict[str, tuple[tuple[str, ...], tuple[str, ...], list[str]]] = {
+    "bench_engine.py": (("--no-ns3",),
+                        ("DCTCP star", "fat-tree k=8 ecmp", "fat-tree k=8 spray", "XLA compile",
+                         "run, compiled (best)", "steps per second", "simulated per wall second"),
+                        ["star", "ecmp", "spray"]),
+    "bench_packet.py": (("--no-ns3",),
+                        ("packet-hops per second", "first call (compile/load)", "run (best)",
+                         "ns-3: skipped (--no-ns3)"),
+                        ["star", "ecmp", "spray"]),
+    "bench_speed.py": (("--cases", "incast,seeds"),
+                       ("fluid wall s", "packet wall s", "ratio pkt/fluid", "seeds (4 vs 1)",
+                        ">= 10x", "<= 4x one"),
+                       ["incast", "seeds"]),
 }
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", sorted(ROWS))
+@pytest.mark.parametrize("script", sorted(RUNS))
 def test_quick_benchmark_runs(script: str, tmp_path: Path) -> None:
+    arguments, rows, names = RUNS[script]
     figures = tmp_path / "figures.json"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick",
-                           "--no-ns3", "--json", str(figures)],
+                           *arguments, "--json", str(figures)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    for row in ROWS[script]:
+    for row in rows:
         assert row in done.stdout, f"missing row {row!r} in:\n{done.stdout}"
     cases = json.loads(figures.read_text())["cases"]
-    assert [case["case"] for case in cases] == ["star", "ecmp", "spray"]
+    assert [case["case"] for case in cases] == names
+    assert all("error" not in case for case in cases), cases
     if script == "bench_packet.py":
         assert all(case["packet_hops"] > 0 for case in cases)
+    if script == "bench_speed.py":
+        incast = cases[0]
+        assert incast["fluid"]["end_to_end_s"] > 0 and incast["packet"]["packet_hops"] > 0
+        assert cases[1]["batch"]["seeds"] == 4

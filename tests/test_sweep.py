@@ -62,16 +62,16 @@ def test_cli_sweep_writes_dataset_and_plot(tmp_path: Path) -> None:
 
 def test_interrupted_sweep_keeps_finished_points(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    real = sweep_module._run_chunk
+    real = sweep_module.solve
     calls = []
 
-    def interrupt_second(chunk, progress):  # type: ignore[no-untyped-def]
-        calls.append(len(chunk.members))
+    def interrupt_second(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(chunk, progress)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(sweep_module, "_run_chunk", interrupt_second)
+    monkeypatch.setattr(sweep_module, "solve", interrupt_second)
     scenario = tmp_path / "s.toml"
     scenario.write_text(small().to_toml())
     out = tmp_path / "sweep.nc"
