@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter, deque
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,31 @@ def _stable_hash(*parts: object) -> int:
     return zlib.crc32("|".join(map(str, parts)).encode())
 
 
+class _Through(Mapping[str, int]):
+    """Hop distances to a host reached only through `via`'s node: one more than to it."""
+
+    def __init__(self, via: Mapping[str, int], host: str) -> None:
+        self.via, self.host = via, host
+
+    def __getitem__(self, node: str) -> int:
+        return 0 if node == self.host else self.via[node] + 1
+
+    def __contains__(self, node: object) -> bool:
+        return node == self.host or node in self.via
+
+    def get(self, node: str, default: int | None = None) -> int | None:  # type: ignore[override]
+        if node == self.host:
+            return 0
+        hops = self.via.get(node)
+        return default if hops is None else hops + 1
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.via)
+
+    def __len__(self) -> int:
+        return len(self.via)
+
+
 class _PathFinder:
     """Equal-cost shortest paths between hosts, with per-destination distances cached."""
 
@@ -89,27 +115,27 @@ class _PathFinder:
             self.into.setdefault(link.dst, []).append(link.src)
         for hops in self.out.values():
             hops.sort()
-        self._distance: dict[str, dict[str, int]] = {}
+        self._distance: dict[str, Mapping[str, int]] = {}
         self._count: dict[str, dict[str, int]] = {}
 
-    def distance_to(self, dst: str) -> dict[str, int]:
-        if dst not in self._distance:
-            into = self.into.get(dst, [])
-            if len(into) == 1 and into[0] != dst:  # every path ends u -> dst: share u's search
-                dist = {node: d + 1 for node, d in self.distance_to(into[0]).items()}
-                dist[dst] = 0
-                self._distance[dst] = dist
-                return dist
-            dist = {dst: 0}
-            queue = deque([dst])
-            while queue:
-                node = queue.popleft()
-                for prev in self.into.get(node, []):
-                    if prev not in dist:
-                        dist[prev] = dist[node] + 1
-                        queue.append(prev)
-            self._distance[dst] = dist
-        return self._distance[dst]
+    def distance_to(self, dst: str) -> Mapping[str, int]:
+        known = self._distance.get(dst)
+        if known is not None:
+            return known
+        into = self.into.get(dst, [])
+        if len(into) == 1 and into[0] != dst:  # every path ends u -> dst: share u's search
+            self._distance[dst] = _Through(self.distance_to(into[0]), dst)
+            return self._distance[dst]
+        dist = {dst: 0}
+        queue = deque([dst])
+        while queue:
+            node = queue.popleft()
+            for prev in self.into.get(node, []):
+                if prev not in dist:
+                    dist[prev] = dist[node] + 1
+                    queue.append(prev)
+        self._distance[dst] = dist
+        return dist
 
     def next_hops(self, node: str, dst: str) -> list[tuple[str, int]]:
         dist = self.distance_to(dst)
