@@ -6,7 +6,8 @@ validation cases (`validation/cases/calibration.py`), run by tests/test_validati
 The synthetic traces are fluid runs of a 2-flow, 100 Mb/s star (K = 20 packets unless stated)
 with an extra base RTT put into the scenario as host-link delay, sampled every record of
 `pathflow.simulate` and given white noise of 0.25 packet (the measurement noise of a queue
-sampled at packet granularity). The truth runs at its own default dt, the fit at the starting
+sampled at packet granularity). The truth runs at its own finest default dt, fixed (as the fit's
+solver runs: calibration differentiates through a fixed-step scan), the fit at the starting
 scenario's, as with a real trace, so part of the error is discretisation, not noise.
 """
 
@@ -45,7 +46,8 @@ def noisy_trace(scenario: pathflow.Scenario, extra_rtt: float, seed: int = 0,
     delay = 62.5e-6 + extra_rtt / 2
     truth = scenario.with_updates({"run.duration": "1.2s", **updates, "topology.links": [
         {"match": "h*->s0", "delay": f"{delay * 1e6:.6g}us"}]})
-    ds = pathflow.simulate(truth)
+    fixed = f"{compile_scenario(truth).dt:.12g}s"  # the step the fit's solver also keeps fixed
+    ds = pathflow.simulate(truth.with_updates({"run.dt": fixed}))
     queue = ds.queue.sel(link="s0->r0").values
     noise = np.random.default_rng(seed).normal(0.0, 0.25 * PACKET, queue.size)
     return xr.Dataset({"queue": (("time", "link"), (queue + noise)[:, None])},
