@@ -360,7 +360,10 @@ def run(
         for warning in caught:
             errors.print(f"warning: {warning.message}", markup=False, highlight=False)
         if engine == "fluid":
-            how = f"fluid model, dt = {format_time(ds.attrs['dt'])}"
+            finest, coarsest = float(ds.dt.min()), float(ds.dt.max())
+            how = (f"fluid model, dt = {format_time(finest)}" if coarsest <= finest * (1 + 1e-9)
+                   else f"fluid model, dt = {format_time(finest)} to {format_time(coarsest)} "
+                        "following the round trips")
         else:
             how = (f"packet simulator, {ds.attrs['packet_hops']:,} packet hops in "
                    f"{format_time(ds.attrs['wall_time_s'])}, sampled every "
