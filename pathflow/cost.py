@@ -38,11 +38,10 @@ timed after the first segment (which holds the compilation): N:1 DCTCP stars at 
 (4 to 11,532 path-hop entries, 6 to 2,592 links). Fitted: a = 5.2 us, b = 0.019 us per path-hop
 entry, c = 0 (links cost nothing measurable beyond the path hops that cross them), d = 0.081 us
 per controller; the runs were 0.64 to 1.33 times the fit. Compiling costs about 2 s for a run.
-A sweep runs `jax.vmap`-ed batches of points padded to a power of two of controllers and paths
-(see `pathflow.sweep`); measured on the 10 Gb/s incast (80 to 1,600 flows), a batched point
-costs about twice the fit of its padded size per step, and each size bucket compiles for about
-8 s. The estimate is good to a factor of about 2 to 3 on this machine; a faster or busier CPU
-shifts it, and the progress lines (which time the real run) correct it as the run goes.
+A sweep runs chunks of points padded to a power of two of subflows and merged into one problem
+(see `pathflow.sweep`): each chunk costs one run of the merged size. The estimate is good to a
+factor of about 2 to 3 on this machine; a faster or busier CPU shifts it, and the progress lines
+(which time the real run) correct it as the run goes.
 """
 
 from __future__ import annotations
@@ -83,9 +82,7 @@ STEP_BASE = 5.2e-6
 STEP_PER_HOP = 1.9e-8
 STEP_PER_LINK = 0.0
 STEP_PER_CONTROLLER = 8.1e-8
-BATCH_FACTOR = 2.0  # a vmapped, padded point against the same point run alone
 COMPILE_SECONDS = 1.0  # compiling one run's program (2 s cold, 0.3 s from the persistent cache)
-COMPILE_BATCHED_SECONDS = 8.0  # compiling one size bucket of a sweep
 
 _LINK_SERIES = 7  # recorded per link: queue, queue max, queue min, arrival, departure, drop, mark
 _CONTROLLER_SERIES = 4  # recorded per controller: delivered rate, sending rate, RTT, delivered
@@ -93,7 +90,6 @@ _RECORD_COPIES = 3  # the solver's segments, their concatenation and the trimmed
 _SCRATCH_ARRAYS = 32  # XLA's per-step temporaries, in arrays of the problem's sizes
 _RUNTIME_BYTES = 150e6  # compiling and running the XLA program
 _DEFAULT_STATE = 5  # state variables of the window models (cwnd, slow start, cwr, credit, alpha)
-_SWEEP_CHUNK_BYTES = 1e9  # the recorded values of one sweep batch (pathflow.sweep)
 _MIN_RECORDS = 500  # fewer records than this say little; below it, the network is too large
 
 
@@ -177,42 +173,33 @@ def estimate(compiled: Compiled, check_dt: bool = False) -> Cost:
                 adaptive=compiled.stepping is not None)
 
 
-def _bucket(n: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
-
-
 def estimate_sweep(points: Sequence[Compiled]) -> Cost:
-    """The cost of a sweep over compiled points on one time axis (as `pathflow.sweep` runs them:
-    points grouped by controllers rounded up to a power of two, each group padded to one shape
-    and run in `jax.vmap`-ed batches of about 1 GB of recorded values)."""
+    """The cost of a sweep over points from `pathflow.sweep.compile_together`, run as
+    `pathflow.sweep.run_together` plans it: buckets of one padded size, in equal chunks whose
+    points are merged into one problem (each chunk costs one run of the merged size)."""
+    from pathflow.sweep import chunks
+
     if not points:
         raise ValueError("a sweep needs at least one point")
     first = points[0]
     grid, itemsize = first.grid, _itemsize(first)
     state = _state_variables(first)
-    buckets: dict[int, list[Compiled]] = {}
-    for c in points:
-        buckets.setdefault(_bucket(_sizes(c)[3]), []).append(c)
-    seconds, peak, history = 0.0, (0.0, 0.0), 0
-    for size, members in buckets.items():
-        links = _sizes(members[0])[1]
-        paths = _bucket(max(_sizes(c)[2] for c in members))
-        width = max(int(np.shape(c.problem.path_hops)[1]) for c in members)
-        ring_steps = max(c.grid.history for c in members)
-        history = max(history, ring_steps)
-        recorded = grid.records * _per_record(links, size, state, itemsize)
-        ring = ring_steps * size * 4 * itemsize
-        per_point = 8 * (grid.records * (links - 1 + size) * 12 + ring_steps * 4 * size)
-        batch = min(len(members), max(1, int(_SWEEP_CHUNK_BYTES // per_point)))
-        chunks = math.ceil(len(members) / batch)
-        per_step = STEP_BASE + batch * BATCH_FACTOR * (
-            step_seconds(paths * width, links, size) - STEP_BASE)
-        seconds += COMPILE_BATCHED_SECONDS + chunks * grid.steps * per_step
-        peak = max(peak, (batch * _RECORD_COPIES * recorded, batch * ring), key=sum)
+    seconds, peak, shapes = 0.0, (0.0, 0.0), set()
+    for chunk in chunks(list(points)):
+        links, paths, hops, size = chunk.shape
+        merged = (chunk.batch * links + 1, chunk.batch * paths * hops, chunk.batch * size)
+        program = (*chunk.shape, chunk.batch)
+        if program not in shapes:  # a new program to compile
+            shapes.add(program)
+            seconds += COMPILE_SECONDS
+        seconds += grid.steps * step_seconds(merged[1], merged[0], merged[2])
+        recorded = grid.records * _per_record(merged[0], merged[2], state, itemsize)
+        ring = chunk.grid.history * merged[2] * 4 * itemsize
+        peak = max(peak, (_RECORD_COPIES * recorded, ring), key=sum)
     kept = sum(2 * grid.records * _sizes(c)[1] * 2 * 8 for c in points)  # queue, utilization
     other = max(_problem_bytes(c) for c in points) * len(points) + kept + _RUNTIME_BYTES
     return Cost(steps=grid.steps, records=grid.records, dt=first.dt,
-                sample_interval=first.sample_interval, history=history,
+                sample_interval=first.sample_interval, history=first.grid.history,
                 record_bytes=peak[0], history_bytes=peak[1], other_bytes=other,
                 seconds=seconds, points=len(points), links=int(first.problem.n_links),
                 controllers=max(_sizes(c)[3] for c in points),

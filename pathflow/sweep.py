@@ -1,9 +1,10 @@
-"""Sweeps: one scenario, many flow counts, batched through `jax.vmap`.
+"""Sweeps: one scenario, many flow counts, run together.
 
 Points are grouped into buckets of equal padded shape (flow counts rounded up to a power of two),
 so a sweep compiles one program per bucket, not one per point (DESIGN §4). Each bucket runs in
-chunks sized to keep memory near 1 GB; after every chunk the caller gets the points finished so
-far, so an interrupted or failing sweep keeps them.
+equal chunks sized to keep memory near 1 GB, the points of a chunk merged into one problem
+(`solvers.problem.merge_problems`: on a CPU this beats `jax.vmap`); after every chunk the caller
+gets the points finished so far, so an interrupted or failing sweep keeps them.
 
 The result has a `flows` dimension: per-point summaries (throughput, fairness, queue statistics of
 the bottleneck, convergence time) and the queue and utilization time series of every link.
@@ -15,7 +16,6 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-import jax
 import numpy as np
 import xarray as xr
 
@@ -23,8 +23,8 @@ from pathflow.compile import Compiled, compile_scenario
 from pathflow.metrics import convergence_time, jain_index, queue_stats, throughput
 from pathflow.results import trajectory_to_dataset
 from pathflow.scenario import Scenario, ScenarioError
-from pathflow.solvers.problem import Grid, pad_problem, stack_problems
-from pathflow.solvers.run import solve
+from pathflow.solvers.problem import Grid, pad_problem
+from pathflow.solvers.run import solve_together
 from pathflow.solvers.stepping import Stepping
 
 __all__ = ["compile_together", "parse_flow_range", "run_together", "summarize_point",
@@ -104,7 +104,7 @@ def compile_together(scenarios: list[Scenario]) -> list[Compiled]:
 
 
 @dataclass(frozen=True)
-class _Chunk:
+class Chunk:
     """Points run together: every chunk of a bucket has the same padded shapes, time grid and
     batch size (the last one is filled up with copies), so a bucket compiles once."""
 
@@ -114,7 +114,8 @@ class _Chunk:
     batch: int
 
 
-def _chunks(compiled: list[Compiled]) -> Iterator[_Chunk]:
+def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
+    """How `run_together` runs points: size buckets, each in equal chunks of about 1 GB."""
     buckets: dict[int, list[Compiled]] = {}
     for c in compiled:
         buckets.setdefault(_bucket(c.problem.n_subflows), []).append(c)
@@ -126,18 +127,19 @@ def _chunks(compiled: list[Compiled]) -> Iterator[_Chunk]:
                  max(c.problem.path_hops.shape[1] for c in members), size)
         values = grid.records * (shape[0] + size) * 12  # recorded series
         per_point = 8 * (values + grid.history * 4 * size)  # + the feedback ring buffer
-        batch = min(len(members), max(1, int(_CHUNK_BYTES // per_point)))
+        most = max(1, int(_CHUNK_BYTES // per_point))
+        batch = -(-len(members) // -(-len(members) // most))  # equal chunks: least padding
         for i in range(0, len(members), batch):
-            yield _Chunk(members[i : i + batch], shape, grid, batch)
+            yield Chunk(members[i : i + batch], shape, grid, batch)
 
 
 def run_together(compiled: list[Compiled], progress: Progress | None = None
                  ) -> Iterator[list[tuple[Compiled, xr.Dataset]]]:
-    """Run points from `compile_together` batched through `jax.vmap`: points of one size
-    bucket share a compiled program and run in chunks of about 1 GB; each chunk's results are
+    """Run points from `compile_together` together: points of one size bucket share a compiled
+    program and run in chunks of about 1 GB, merged into one problem; each chunk's results are
     yielded as soon as it ends. `progress(done, total)` counts points."""
     done = 0.0
-    for chunk in _chunks(compiled):
+    for chunk in chunks(compiled):
         n = len(chunk.members)
 
         def report(records: int, total: int, base: float = done, n: int = n) -> None:
@@ -146,10 +148,10 @@ def run_together(compiled: list[Compiled], progress: Progress | None = None
 
         padded = [pad_problem(c.problem, *chunk.shape) for c in chunk.members]
         padded += padded[-1:] * (chunk.batch - len(padded))
-        trajectory = solve(chunk.members[0].physics, stack_problems(padded), chunk.grid,
-                           batched=True, progress=report, stepping=chunk.members[0].stepping)
-        yield [(c, trajectory_to_dataset(c, jax.tree.map(lambda a, i=i: a[i], trajectory)))
-               for i, c in enumerate(chunk.members)]
+        trajectories = solve_together(chunk.members[0].physics, padded, chunk.grid,
+                                      progress=report, stepping=chunk.members[0].stepping)
+        yield [(c, trajectory_to_dataset(c, t))
+               for c, t in zip(chunk.members, trajectories, strict=False)]
         done += n
 
 

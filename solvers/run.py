@@ -17,10 +17,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from pathflow.solvers.dde import Carry, Trajectory, initial_carry, run_records
-from pathflow.solvers.problem import Grid, Physics, Problem
+from pathflow.solvers.problem import (
+    Grid,
+    Physics,
+    Problem,
+    merge_problems,
+    split_links,
+    split_subflows,
+)
 from pathflow.solvers.stepping import Stepping, limiting_rtt, regrid
 
-__all__ = ["solve"]
+__all__ = ["solve", "solve_together"]
 
 Progress = Callable[[int, int], None]
 _ADAPTIVE_SEGMENTS = 64
@@ -84,10 +91,26 @@ def _limiting_rtt(piece: Trajectory, problem: Problem, now: float, until: float,
     """`stepping.limiting_rtt` over every point of a batch (the smallest)."""
     capacity = np.asarray(problem.queues.capacity)
     nic, start = np.asarray(problem.nic), np.asarray(problem.start)
+    owner, weight = np.asarray(problem.path_subflow), np.asarray(problem.path_weight)
+    base = np.asarray(problem.path_base_rtt)
     if not batched:
-        return limiting_rtt(piece.rtt, piece.send_rate, capacity[nic], nic, start, now, until)
+        return limiting_rtt(piece.rtt, piece.send_rate, capacity[nic], nic,
+                            _subflow_base_rtt(owner, weight, base, nic.shape[0]), start, now,
+                            until)
     return min(limiting_rtt(piece.rtt[b], piece.send_rate[b], capacity[b][nic[b]], nic[b],
-                            start[b], now, until) for b in range(nic.shape[0]))
+                            _subflow_base_rtt(owner[b], weight[b], base[b], nic.shape[1]),
+                            start[b], now, until)
+               for b in range(nic.shape[0]))
+
+
+def _subflow_base_rtt(owner: np.ndarray, weight: np.ndarray, base: np.ndarray,
+                      subflows: int) -> np.ndarray:
+    """Each subflow's split-weighted base round trip (s), as the solver averages its paths
+    (inf for a padding subflow, which has none)."""
+    total = np.bincount(owner, weights=weight, minlength=subflows)
+    mean = np.bincount(owner, weights=weight * base, minlength=subflows) / np.maximum(total,
+                                                                                      1e-300)
+    return np.where(total > 0, mean, np.inf)
 
 
 def _regrid(carry: Carry, old: int, new: int) -> Carry:
@@ -98,3 +121,30 @@ def _regrid(carry: Carry, old: int, new: int) -> Carry:
                                  np.asarray(carry.feedback.due), old, new)
     feedback = carry.feedback._replace(slots=jnp.asarray(slots), due=jnp.asarray(due))
     return carry._replace(step=jnp.full_like(carry.step, stepped), feedback=feedback)
+
+
+def solve_together(physics: Physics, problems: list[Problem], grid: Grid, *,
+                   progress: Progress | None = None, stepping: Stepping | None = None
+                   ) -> list[Trajectory]:
+    """Problems of one time step solved as one (`solvers.problem.merge_problems`: disjoint
+    copies side by side), each problem's trajectory returned; the step, where it follows the
+    dynamics, is the one the finest of them needs."""
+    merged = solve(physics, merge_problems(problems), grid, progress=progress,
+                   stepping=stepping)
+    links = [name for name, array in zip(Trajectory._fields, merged, strict=True)
+             if name.startswith("queue") or name in ("arrival", "departure", "drop", "mark")]
+    pieces: list[dict[str, object]] = [{} for _ in problems]
+    for name in Trajectory._fields:
+        value = getattr(merged, name)
+        if name == "dt":
+            parts = [value] * len(problems)
+        elif name == "state":
+            per_key = {key: split_subflows(v, problems) for key, v in value.items()}
+            parts = [{key: per_key[key][i] for key in value} for i in range(len(problems))]
+        elif name in links:
+            parts = split_links(value, problems)
+        else:
+            parts = split_subflows(value, problems)
+        for piece, part in zip(pieces, parts, strict=True):
+            piece[name] = part
+    return [Trajectory(**piece) for piece in pieces]  # type: ignore[arg-type]

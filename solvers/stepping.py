@@ -15,11 +15,18 @@ The run is recorded every T_s seconds (fixed). Between segments of records, the 
 segment is T_s / n with n a power of two (or the finest n_0, the default step's), chosen so that
 
     dt <= R_min / 20,   R_min = the smallest round trip, over the segment just run, of the
-                                 controllers whose own window or rate limits what they send,
-                                 and the current round trip of those starting in the next one.
+                                 controllers whose own window or rate limits what they send and
+                                 whose path holds a queue, and the current round trip of those
+                                 starting in the next one.
 
-Controllers held back by their own NIC (their window does not limit them, so it does not grow)
-and finished or idle ones do not constrain the step: their dynamics do not depend on it. The
+The step resolves the feedback delay of congestion signals, and only a controller whose path
+holds a queue receives any (marks and losses come from queues), so only those constrain it.
+Controllers held back by their own NIC (their window does not limit them, so it does not grow),
+finished or idle ones, and ones on empty paths (at their base round trip: pure window growth,
+which the NIC soon caps) do not, as long as some controller's path holds a queue; where none
+does (empty queues throughout the segment), every window-limited controller counts. Slow start
+on empty queues runs in the first segment, at the finest step, and so does any controller in
+the segment in which it starts. The
 step never falls below the default (n <= n_0) and never exceeds T_s or half of RED's averaging
 time. n is a traced value (the number of steps in a record is a loop bound, not a shape), so one
 compiled program serves every step, and the feedback ring keeps the finest step's length.
@@ -43,6 +50,7 @@ import numpy as np
 __all__ = ["Stepping", "limiting_rtt", "regrid"]
 
 STEPS_PER_RTT = 20
+_QUEUED = 1e-3  # a round trip this much above the base one has a queue on its path
 _STAMP = 1 << 22  # solvers.dde._stamp: step numbers are filed modulo this
 
 
@@ -66,20 +74,21 @@ class Stepping:
 
 
 def limiting_rtt(rtt: np.ndarray, send_rate: np.ndarray, nic_capacity: np.ndarray,
-                 nic: np.ndarray, start: np.ndarray, now: float, until: float) -> float:
+                 nic: np.ndarray, base_rtt: np.ndarray, start: np.ndarray, now: float,
+                 until: float) -> float:
     """The smallest round trip (s) that constrains the step over a segment of records.
 
-    rtt, send_rate: (records, F) of the segment just run (any leading batch axes flattened
-    by the caller into F); nic_capacity: (F,) bytes/s of each controller's host link; nic: (F,)
-    its index (controllers on one host share it); start: (F,) s; [now, until): the next
-    segment's time span.
+    rtt, send_rate: (records, F) of the segment just run; nic_capacity: (F,) bytes/s of each
+    controller's host link; nic: (F,) its index (controllers on one host share it); base_rtt:
+    (F,) s, without queueing; start: (F,) s; [now, until): the next segment's time span.
     """
     host_rate = np.zeros((send_rate.shape[0], int(nic.max()) + 1))
     np.add.at(host_rate.T, nic, send_rate.T)
     held_by_nic = host_rate[:, nic] >= nic_capacity * (1 - 1e-6)
     limiting = (send_rate > 0) & ~held_by_nic
+    queued = limiting & (rtt > base_rtt * (1 + _QUEUED))
     starting = (start >= now) & (start < until)
-    candidates = [rtt[limiting], rtt[-1, starting]]
+    candidates = [rtt[queued if queued.any() else limiting], rtt[-1, starting]]
     values = np.concatenate(candidates)
     return float(values.min()) if values.size else math.inf
 

@@ -16,7 +16,7 @@ from pathflow import cost
 from pathflow.cli import app
 from pathflow.compile import compile_scenario
 from pathflow.scenario import ScenarioError
-from pathflow.sweep import sweep_flows
+from pathflow.sweep import compile_together, sweep_flows
 from pathflow.units import parse_time
 
 runner = CliRunner()
@@ -98,13 +98,13 @@ def test_time_estimate_grows_with_the_problem() -> None:
 
 def test_sweep_estimate_counts_points_on_one_time_axis() -> None:
     scenario = small()
-    points = [compile_scenario(scenario.with_updates({"traffic.flows": n})) for n in (2, 3, 9)]
+    points = compile_together([scenario.with_updates({"traffic.flows": n}) for n in (2, 3, 9)])
     single = cost.estimate(points[0])
     swept = cost.estimate_sweep(points)
     assert swept.points == 3 and swept.steps == single.steps
     assert swept.controllers == 9
-    # three size buckets (2, 4 and 16 controllers), each compiled and run once
-    assert swept.seconds > 3 * cost.COMPILE_BATCHED_SECONDS
+    # three size buckets (2, 4 and 16 subflows), each compiled and run once
+    assert swept.seconds > 3 * (cost.COMPILE_SECONDS + single.steps * cost.STEP_BASE)
     assert cost.describe(swept).startswith("3 points x 10,000 steps of 2 us, 200 records each")
 
 

@@ -23,14 +23,17 @@ def test_choose_takes_a_twentieth_of_the_round_trip_in_powers_of_two() -> None:
     assert rule.choose(math.inf) == 2
 
 
-def test_nic_held_and_idle_senders_do_not_limit_the_step() -> None:
-    rtt = np.array([[1e-3, 5e-5, 2e-3, 7e-5]])
-    capacity = np.full(4, 100.0)
-    nic = np.array([0, 1, 2, 3])
-    send = np.array([[50.0, 100.0, 20.0, 0.0]])  # flow 1 fills its NIC, flow 3 is idle
-    start = np.array([0.0, 0.0, 0.0, 5.0])
-    assert limiting_rtt(rtt, send, capacity, nic, start, 1.0, 2.0) == 1e-3
-    assert limiting_rtt(rtt, send, capacity, nic, start, 4.0, 6.0) == 7e-5  # flow 3 starts
+def test_nic_held_idle_and_unqueued_senders_do_not_limit_the_step() -> None:
+    rtt = np.array([[1e-3, 5e-5, 2e-3, 7e-5, 3e-5]])
+    capacity = np.full(5, 100.0)
+    nic = np.arange(5)
+    send = np.array([[50.0, 100.0, 20.0, 0.0, 10.0]])  # 1 fills its NIC, 3 is idle
+    base = np.array([1e-4, 1e-5, 1e-4, 7e-5, 3e-5])  # 4 is on an empty path
+    start = np.array([0.0, 0.0, 0.0, 5.0, 0.0])
+    assert limiting_rtt(rtt, send, capacity, nic, base, start, 1.0, 2.0) == 1e-3
+    assert limiting_rtt(rtt, send, capacity, nic, base, start, 4.0, 6.0) == 7e-5  # 3 starts
+    # no queue anywhere: every window-limited sender counts, the empty path's too
+    assert limiting_rtt(rtt, send, capacity, nic, rtt[0], start, 1.0, 2.0) == 3e-5
 
 
 def test_regrid_files_each_signal_at_its_arrival_time() -> None:

@@ -62,7 +62,7 @@ def test_cli_sweep_writes_dataset_and_plot(tmp_path: Path) -> None:
 
 def test_interrupted_sweep_keeps_finished_points(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    real = sweep_module.solve
+    real = sweep_module.solve_together
     calls = []
 
     def interrupt_second(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -71,7 +71,7 @@ def test_interrupted_sweep_keeps_finished_points(tmp_path: Path,
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sweep_module, "solve", interrupt_second)
+    monkeypatch.setattr(sweep_module, "solve_together", interrupt_second)
     scenario = tmp_path / "s.toml"
     scenario.write_text(small().to_toml())
     out = tmp_path / "sweep.nc"
