@@ -1,3 +1,3 @@
-"""The numerics: the compiled problem (`problem`), the delay-differential integrator (`dde`), and
-batched, segmented runs with progress reporting (`run`). Nothing here imports the command line or
-plotting."""
+"""The numerics: the compiled problem (`problem`), the delay-differential integrator (`dde`),
+segmented runs with progress reporting, alone or merged (`run`), and the step chosen from the
+dynamics (`stepping`). Nothing here imports the command line or plotting."""

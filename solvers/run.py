@@ -1,10 +1,10 @@
-"""Running the integrator: in segments (for progress and early stopping), single or batched.
+"""Running the integrator: in segments (for progress and early stopping), alone or together.
 
 `solve` is what the rest of pathflow calls. It compiles one program per (physics, grid, shapes) and
 advances the scan a segment of records at a time, so a progress callback can report and a long run
 can be interrupted without losing the records already computed, and so that the step can follow
-the dynamics between segments (`solvers.stepping`). With `batched=True` the problem carries a
-leading batch axis and the program is `jax.vmap`-ed over it.
+the dynamics between segments (`solvers.stepping`). `solve_together` runs a batch as one merged
+problem (`solvers.problem.merge_problems`).
 """
 
 from __future__ import annotations
@@ -34,30 +34,27 @@ _ADAPTIVE_SEGMENTS = 64
 
 
 @lru_cache(maxsize=32)
-def _compiled(physics: Physics, grid: Grid, records: int, batched: bool
-              ) -> tuple[Callable, Callable]:
+def _compiled(physics: Physics, grid: Grid, records: int) -> tuple[Callable, Callable]:
     def start(problem: Problem):  # type: ignore[no-untyped-def]
         return initial_carry(physics, problem, grid)
 
     def advance(problem: Problem, carry, steps):  # type: ignore[no-untyped-def]
         return run_records(physics, problem, grid, carry, records, steps)
 
-    if batched:
-        start, advance = jax.vmap(start), jax.vmap(advance, in_axes=(0, 0, None))
     return jax.jit(start), jax.jit(advance, donate_argnums=1)  # the carry is updated in place
 
 
-def solve(physics: Physics, problem: Problem, grid: Grid, *, batched: bool = False,
-          progress: Progress | None = None, segments: int = 20,
-          stepping: Stepping | None = None) -> Trajectory:
-    """Integrate and return the trajectory as numpy arrays (time axis after any batch axis).
+def solve(physics: Physics, problem: Problem, grid: Grid, *, progress: Progress | None = None,
+          segments: int = 20, stepping: Stepping | None = None) -> Trajectory:
+    """Integrate and return the trajectory as numpy arrays (time first).
 
     With `stepping`, the step is chosen from the dynamics between segments (`solvers.stepping`),
-    starting from `grid`'s (the finest); a batch shares one step, its finest point's."""
+    starting from `grid`'s (the finest)."""
     if stepping is not None:  # follow the dynamics in more, shorter segments
         segments = max(segments, _ADAPTIVE_SEGMENTS)
+        limit = _step_limit(problem)
     per_segment = max(1, -(-grid.records // max(1, segments)))
-    start, advance = _compiled(physics, grid, per_segment, batched)
+    start, advance = _compiled(physics, grid, per_segment)
     carry = start(problem)
     steps_per_record = grid.steps_per_record
     pieces: list[Trajectory] = []
@@ -67,8 +64,7 @@ def solve(physics: Physics, problem: Problem, grid: Grid, *, batched: bool = Fal
         if stepping is not None:
             steps = np.int32(steps_per_record)
             dt = stepping.sample / steps_per_record
-            problem = problem._replace(dt=np.full(np.shape(problem.dt), dt,
-                                                  np.asarray(problem.dt).dtype))
+            problem = problem._replace(dt=np.asarray(dt, np.asarray(problem.dt).dtype))
         carry, piece = advance(problem, carry, steps)
         pieces.append(jax.tree.map(np.asarray, piece))
         done += per_segment
@@ -76,46 +72,34 @@ def solve(physics: Physics, problem: Problem, grid: Grid, *, batched: bool = Fal
             progress(min(done, grid.records), grid.records)
         if stepping is not None and done < grid.records:
             now = done * stepping.sample
-            chosen = stepping.choose(_limiting_rtt(pieces[-1], problem, now,
-                                                   now + per_segment * stepping.sample, batched))
+            chosen = stepping.choose(limit(pieces[-1], now, now + per_segment * stepping.sample))
             if chosen != steps_per_record:
                 carry = _regrid(carry, steps_per_record, chosen)
                 steps_per_record = chosen
-    axis = 1 if batched else 0
-    joined = jax.tree.map(lambda *parts: np.concatenate(parts, axis=axis), *pieces)
-    return jax.tree.map(lambda a: np.take(a, np.arange(grid.records), axis=axis), joined)
+    joined = jax.tree.map(lambda *parts: np.concatenate(parts), *pieces)
+    return jax.tree.map(lambda a: a[: grid.records], joined)
 
 
-def _limiting_rtt(piece: Trajectory, problem: Problem, now: float, until: float,
-                  batched: bool) -> float:
-    """`stepping.limiting_rtt` over every point of a batch (the smallest)."""
-    capacity = np.asarray(problem.queues.capacity)
-    nic, start = np.asarray(problem.nic), np.asarray(problem.start)
+def _step_limit(problem: Problem) -> Callable[[Trajectory, float, float], float]:
+    """`stepping.limiting_rtt` of a segment's records, with what it needs of the problem
+    (each subflow's NIC and its capacity, its split-weighted base round trip, its start)."""
+    nic = np.asarray(problem.nic)
+    capacity = np.asarray(problem.queues.capacity)[nic]
     owner, weight = np.asarray(problem.path_subflow), np.asarray(problem.path_weight)
-    base = np.asarray(problem.path_base_rtt)
-    if not batched:
-        return limiting_rtt(piece.rtt, piece.send_rate, capacity[nic], nic,
-                            _subflow_base_rtt(owner, weight, base, nic.shape[0]), start, now,
-                            until)
-    return min(limiting_rtt(piece.rtt[b], piece.send_rate[b], capacity[b][nic[b]], nic[b],
-                            _subflow_base_rtt(owner[b], weight[b], base[b], nic.shape[1]),
-                            start[b], now, until)
-               for b in range(nic.shape[0]))
+    total = np.bincount(owner, weights=weight, minlength=nic.shape[0])
+    weighted = np.bincount(owner, weights=weight * np.asarray(problem.path_base_rtt),
+                           minlength=nic.shape[0])
+    base = np.where(total > 0, weighted / np.maximum(total, 1e-300), np.inf)  # inf: padding
+    start = np.asarray(problem.start)
 
+    def limit(piece: Trajectory, now: float, until: float) -> float:
+        return limiting_rtt(piece.rtt, piece.send_rate, capacity, nic, base, start, now, until)
 
-def _subflow_base_rtt(owner: np.ndarray, weight: np.ndarray, base: np.ndarray,
-                      subflows: int) -> np.ndarray:
-    """Each subflow's split-weighted base round trip (s), as the solver averages its paths
-    (inf for a padding subflow, which has none)."""
-    total = np.bincount(owner, weights=weight, minlength=subflows)
-    mean = np.bincount(owner, weights=weight * base, minlength=subflows) / np.maximum(total,
-                                                                                      1e-300)
-    return np.where(total > 0, mean, np.inf)
+    return limit
 
 
 def _regrid(carry: Carry, old: int, new: int) -> Carry:
-    """The carry with its step counter and feedback ring on the new grid (a batch shares its
-    step)."""
+    """The carry with its step counter and feedback ring on the new grid."""
     step = np.asarray(carry.step)
     stepped, slots, due = regrid(int(step.flat[0]), np.asarray(carry.feedback.slots),
                                  np.asarray(carry.feedback.due), old, new)
