@@ -314,8 +314,9 @@ def run(
         "fluid: the JAX fluid model; packet: the packet-level reference simulator (numba; "
         "every packet, so far slower on fast links and long runs). Same results Dataset."))
                       ] = "fluid",
-    check_dt: Annotated[bool, typer.Option("--check-dt", help="Also run at dt/2 and report "
-                                           "whether the results agree (fluid only).")] = False,
+    check_dt: Annotated[bool, typer.Option("--check-dt", help="Also run at a fixed half of the "
+                                           "finest step and report whether the results agree "
+                                           "(fluid only).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No cost line and no progress.")
                      ] = False,
     yes: Yes = False,

@@ -27,8 +27,9 @@ def simulate(scenario: Scenario, progress: Callable[[int, int], None] | None = N
              check_dt: bool = False, compiled: Compiled | None = None) -> xr.Dataset:
     """Run the fluid model of `scenario`; the invariant report is in `attrs["invariants"]`.
 
-    With `check_dt`, the scenario is run again at half the step and the agreement of mean queue
-    and throughput is part of the report (DESIGN §6, "results unchanged when dt halves").
+    With `check_dt`, the scenario is run again at a fixed half of its finest step (the step the
+    run starts from, and its step throughout where `[run] dt` fixes it) and the agreement of mean
+    queue and throughput is part of the report (DESIGN §6, "results unchanged when dt halves").
     `compiled` is `scenario` already compiled (the command line compiles first, to state the
     cost of the run before it starts).
     """
