@@ -121,7 +121,7 @@ def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
         buckets.setdefault(_bucket(c.problem.n_subflows), []).append(c)
     for size, members in sorted(buckets.items()):
         first = members[0]
-        grid = replace(first.grid, history=max(c.grid.history for c in members))
+        grid = first.grid  # compile_together gave every point one grid
         shape = (first.problem.n_links,
                  _bucket(max(c.problem.path_hops.shape[0] for c in members)),
                  max(c.problem.path_hops.shape[1] for c in members), size)

@@ -69,6 +69,7 @@ class Carry(NamedTuple):
     step: Array  # () int
     state: State  # controller states, (F,) each
     delivered: Array  # (F,) bytes each subflow delivered to the receiver
+    flow_delivered: Array  # (F,) bytes the subflow's flow delivered (the sum over its subflows)
     completion: Array  # (F,) s, inf until the last byte of the subflow's flow arrives
     queue: Array  # (L+1,) bytes
     measure: Array  # (L+1,) RED average (bytes)
@@ -124,6 +125,7 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
         step=jnp.zeros((), jnp.int32),
         state=physics.model.initial_state(problem.params),
         delivered=jnp.zeros(controllers, dtype),
+        flow_delivered=jnp.zeros(controllers, dtype),
         completion=jnp.full(controllers, jnp.inf, dtype),
         queue=zeros_links,
         measure=zeros_links,
@@ -241,8 +243,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
 
     rtt = carry.rtt  # at the current queues, computed by the previous step (or initial_carry)
     flow = problem.subflow_flow
-    flow_delivered = jax.ops.segment_sum(carry.delivered, flow, flow.shape[0])[flow]
-    running = (time >= problem.start) & (flow_delivered < problem.size) & (problem.active > 0)
+    running = ((time >= problem.start) & (carry.flow_delivered < problem.size)
+               & (problem.active > 0))
     wanted = jnp.where(running, model.rate(carry.state, rtt, problem.params), 0.0)
     wanted = wanted * problem.packet
     offered = jax.ops.segment_sum(wanted, problem.nic, links)
@@ -293,7 +295,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     finished = (flow_total >= problem.size) & jnp.isinf(carry.completion)
     completion = jnp.where(finished, time + dt, carry.completion)
 
-    new_carry = Carry(carry.step + 1, state, delivered, completion, moved.queue, measure, ratio,
+    new_carry = Carry(carry.step + 1, state, delivered, flow_total, completion, moved.queue,
+                      measure, ratio,
                       rtt_later, feedback)
     marked = mark * arrival
     sums = _Sums(arrival, moved.departure, moved.drop, marked, flow_rate, send, moved.queue,

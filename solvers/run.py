@@ -101,7 +101,7 @@ def _step_limit(problem: Problem) -> Callable[[Trajectory, float, float], float]
 def _regrid(carry: Carry, old: int, new: int) -> Carry:
     """The carry with its step counter and feedback ring on the new grid."""
     step = np.asarray(carry.step)
-    stepped, slots, due = regrid(int(step.flat[0]), np.asarray(carry.feedback.slots),
+    stepped, slots, due = regrid(int(step), np.asarray(carry.feedback.slots),
                                  np.asarray(carry.feedback.due), old, new)
     feedback = carry.feedback._replace(slots=jnp.asarray(slots), due=jnp.asarray(due))
     return carry._replace(step=jnp.full_like(carry.step, stepped), feedback=feedback)

@@ -96,24 +96,22 @@ def limiting_rtt(rtt: np.ndarray, send_rate: np.ndarray, nic_capacity: np.ndarra
 def regrid(step: int, slots: np.ndarray, due: np.ndarray, old: int, new: int
            ) -> tuple[int, np.ndarray, np.ndarray]:
     """The step counter, feedback ring and FIFO guard re-filed from `old` to `new` steps per
-    record (see the module docstring). slots: (..., H, F, 4) [stamp, signals...]; due: (..., F);
-    leading axes are a batch that shares the step. Only the pending entries move (numpy: on CPU
-    this beats a full-ring scatter in XLA)."""
-    batch, (history, subflows, width) = slots.shape[:-3], slots.shape[-3:]
-    slots = slots.reshape(-1, history, subflows, width)  # (B, H, F, 4), a view
+    record (see the module docstring). slots: (H, F, 4) [stamp, signals...]; due: (F,). Only the
+    pending entries move (numpy: on CPU this beats a full-ring scatter in XLA)."""
+    history = slots.shape[0]
     # the step is at a record boundary: a whole number of records of `old` steps
     new_step = step // old * new
     stamps = slots[..., 0]
     ahead = (stamps.astype(np.int64) - step) % _STAMP
-    members, rows, cols = np.nonzero((stamps >= 0) & (ahead < history))  # pending
-    old_due = step + ahead[members, rows, cols]
+    rows, cols = np.nonzero((stamps >= 0) & (ahead < history))  # the pending entries
+    old_due = step + ahead[rows, cols]
     order = np.argsort(old_due, kind="stable")  # oldest first: the newest wins a shared slot
-    members, rows, cols, old_due = members[order], rows[order], cols[order], old_due[order]
+    rows, cols, old_due = rows[order], cols[order], old_due[order]
     # arrival at old_due * dt_old: step ceil(old_due * new / old) of the new grid, at most
     # history - 1 ahead (as dde._send_back files them)
     new_due = new_step + np.clip(-(-old_due * new // old) - new_step, 0, history - 1)
     out = np.full(slots.shape, -1.0, dtype=slots.dtype)
-    out[members, new_due % history, cols, 1:] = slots[members, rows, cols, 1:]
-    out[members, new_due % history, cols, 0] = new_due % _STAMP
+    out[new_due % history, cols, 1:] = slots[rows, cols, 1:]
+    out[new_due % history, cols, 0] = new_due % _STAMP
     new_guard = -(-due.astype(np.int64) * new // old)
-    return new_step, out.reshape(*batch, *out.shape[1:]), new_guard.astype(due.dtype)
+    return new_step, out, new_guard.astype(due.dtype)
