@@ -30,6 +30,7 @@ from pathflow.models.aqm import Queues
 from pathflow.models.base import CongestionModel
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario
+from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem, with_hop_layout
 from pathflow.solvers.stepping import Stepping
 from pathflow.topology import Network, build_network
@@ -144,7 +145,7 @@ def compile_scenario(scenario: Scenario) -> Compiled:
                                                set(host_links.values()))
     n_flows = len(routes.flows)
     dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_flows)
-    history_bytes = grid.history * 4 * n_flows * 8  # the feedback ring buffer
+    history_bytes = ring_bytes(grid.history, n_flows)
     if history_bytes > 4e9:
         warnings.warn(f"the delay history needs {history_bytes / 1e9:.1f} GB: buffers allow round "
                       f"trips of {largest_rtt.max() * 1e3:.1f} ms at dt = {dt * 1e6:.2f} us; "

@@ -13,7 +13,8 @@ Memory (bytes, at the peak of the run, itemsize 8 in float64 and 4 in float32):
   arrivals, departures, drops, marks), four per controller (delivered and sending rate, RTT,
   bytes delivered) and the state. The solver keeps them three times at its peak: the segments
   as computed, their concatenation and the trimmed copy; the labelled Dataset then shares them.
-- the feedback ring buffer: history x F x 4 x itemsize, updated in place (the carry is donated).
+- the feedback ring buffer: history x F x 4 float32 (`solvers.dde.ring_bytes`), updated in place
+  (the carry is donated).
 - the problem's arrays, and per-step temporaries of XLA of about 32 arrays the size of the path
   hops, links and controllers (gathers, cumulative products, segment sums).
 - 150 MB for compiling and running the XLA program.
@@ -58,6 +59,7 @@ import jax
 import numpy as np
 
 from pathflow.scenario import ScenarioError
+from pathflow.solvers.dde import ring_bytes
 from pathflow.units import format_bytes, format_time
 
 if TYPE_CHECKING:
@@ -157,7 +159,7 @@ def estimate(compiled: Compiled, check_dt: bool = False) -> Cost:
     path_hops, links, _, controllers = _sizes(compiled)
     state = _state_variables(compiled)
     recorded = grid.records * _per_record(links, controllers, state, itemsize)
-    ring = grid.history * controllers * 4 * itemsize
+    ring = ring_bytes(grid.history, controllers)
     scratch = _SCRATCH_ARRAYS * (path_hops + links + controllers) * itemsize
     other = _problem_bytes(compiled) + scratch + _RUNTIME_BYTES
     seconds = COMPILE_SECONDS + grid.steps * step_seconds(path_hops, links, controllers)
@@ -194,7 +196,7 @@ def estimate_sweep(points: Sequence[Compiled]) -> Cost:
             seconds += COMPILE_SECONDS
         seconds += grid.steps * step_seconds(merged[1], merged[0], merged[2])
         recorded = grid.records * _per_record(merged[0], merged[2], state, itemsize)
-        ring = chunk.grid.history * merged[2] * 4 * itemsize
+        ring = ring_bytes(chunk.grid.history, merged[2])
         peak = max(peak, (_RECORD_COPIES * recorded, ring), key=sum)
     kept = sum(2 * grid.records * _sizes(c)[1] * 2 * 8 for c in points)  # queue, utilization
     other = max(_problem_bytes(c) for c in points) * len(points) + kept + _RUNTIME_BYTES

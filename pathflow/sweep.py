@@ -23,6 +23,7 @@ from pathflow.compile import Compiled, compile_scenario
 from pathflow.metrics import convergence_time, jain_index, queue_stats, throughput
 from pathflow.results import trajectory_to_dataset
 from pathflow.scenario import Scenario, ScenarioError
+from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, pad_problem
 from pathflow.solvers.run import solve_together
 from pathflow.solvers.stepping import Stepping
@@ -126,7 +127,7 @@ def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
                  _bucket(max(c.problem.path_hops.shape[0] for c in members)),
                  max(c.problem.path_hops.shape[1] for c in members), size)
         values = grid.records * (shape[0] + size) * 12  # recorded series
-        per_point = 8 * (values + grid.history * 4 * size)  # + the feedback ring buffer
+        per_point = 8 * values + ring_bytes(grid.history, size)
         most = max(1, int(_CHUNK_BYTES // per_point))
         batch = -(-len(members) // -(-len(members) // most))  # equal chunks: least padding
         for i in range(0, len(members), batch):

@@ -58,9 +58,19 @@ from pathflow.models import aqm
 from pathflow.models.base import Array, Signals, State
 from pathflow.solvers.problem import Grid, Physics, Problem
 
-__all__ = ["Carry", "Feedback", "Trajectory", "initial_carry", "integrate", "run_records"]
+__all__ = ["Carry", "Feedback", "Trajectory", "initial_carry", "integrate", "ring_bytes",
+           "run_records"]
 
 _TINY = 1e-30
+# The ring holds fractions, a rate and a step stamp below 2**22: float32 keeps the stamps exact
+# and the signals to 6e-8, and halves the largest array of a long-RTT run (memory, and the time
+# to fill and re-file it).
+RING_DTYPE = jnp.float32
+
+
+def ring_bytes(history: int, subflows: int) -> int:
+    """Bytes of the feedback ring of `history` steps for `subflows` subflows."""
+    return history * subflows * 4 * jnp.dtype(RING_DTYPE).itemsize
 
 
 class Carry(NamedTuple):
@@ -81,7 +91,7 @@ class Carry(NamedTuple):
 class Feedback(NamedTuple):
     """Signals on their way back to the controllers, filed by the step at which they arrive."""
 
-    slots: Array  # (history, F, 4): [arrival step, mark, loss, rate], filed at arrival % history
+    slots: Array  # (history, F, 4) RING_DTYPE [arrival step, mark, loss, rate], at arrival % H
     due: Array  # (F,) int32: arrival step of the newest signal sent (FIFO order)
     seen: Array  # (F, 3): the last [mark, loss, rate (packets/s)] each controller received
 
@@ -132,7 +142,7 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
         ratio=jnp.ones(links, dtype),
         rtt=_rtt(zeros_links, problem, _prepare(problem)),
         feedback=Feedback(
-            slots=jnp.full((grid.history, controllers, 4), -1.0, dtype),
+            slots=jnp.full((grid.history, controllers, 4), -1.0, RING_DTYPE),
             due=jnp.zeros(controllers, jnp.int32),
             seen=jnp.zeros((controllers, 3), dtype),
         ),
@@ -219,7 +229,7 @@ def _send_back(feedback: Feedback, step: Array, delay: Array, dt: Array, signals
     size, controllers = feedback.slots.shape[:2]
     ahead = jnp.clip(jnp.ceil(delay / dt), 1, size - 1).astype(jnp.int32)
     due = jnp.maximum(step + ahead, feedback.due)
-    entry = jnp.concatenate([_stamp(due)[:, None].astype(signals.dtype), signals], axis=1)
+    entry = jnp.concatenate([_stamp(due)[:, None], signals], axis=1).astype(RING_DTYPE)
     slots = feedback.slots.at[due % size, jnp.arange(controllers)].set(entry, unique_indices=True)
     return Feedback(slots, due, feedback.seen)
 
@@ -229,7 +239,8 @@ def _receive(feedback: Feedback, step: Array) -> Feedback:
     were filed for this very step (older ones are from a previous turn of the ring)."""
     row = feedback.slots[step % feedback.slots.shape[0]]
     arrived = row[:, :1] == _stamp(step).astype(row.dtype)
-    return Feedback(feedback.slots, feedback.due, jnp.where(arrived, row[:, 1:], feedback.seen))
+    seen = jnp.where(arrived, row[:, 1:].astype(feedback.seen.dtype), feedback.seen)
+    return Feedback(feedback.slots, feedback.due, seen)
 
 
 def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry

@@ -51,7 +51,8 @@ def test_steps_records_and_memory_follow_the_closed_forms() -> None:
     largest = 2 * (2 * 10e-6 + 1500 / rate + 64 / rate) + 100 * 1500 / rate
     history = math.ceil(largest / 2e-6) + 3
     assert estimate.history == history
-    assert estimate.history_bytes == history * 2 * 4 * ITEM  # 2 controllers, 4 signals each
+    # 2 controllers, 4 float32 values each (stamp, mark, loss, rate)
+    assert estimate.history_bytes == history * 2 * 4 * 4
 
     # recorded: 7 series per link (6 links + the padding link), 4 per controller plus its state,
     # kept three times by the solver; the state variables are the Dataset's per-subflow series
@@ -181,7 +182,7 @@ def test_question_above_an_hour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     scenario = tmp_path / "s.toml"
     scenario.write_text(TINY_TOML)
     monkeypatch.setattr(cost, "CONFIRM_SECONDS", 0.0)
-    monkeypatch.setattr("pathflow.cli._interactive", lambda: True)
+    monkeypatch.setattr("pathflow.cli.progress._interactive", lambda: True)
     declined = runner.invoke(app, ["run", str(scenario), "-q"], input="n\n")
     assert declined.exit_code == 2, declined.output
     assert "Start it?" in declined.output and "error: not started" in declined.output
@@ -189,7 +190,7 @@ def test_question_above_an_hour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     accepted = runner.invoke(app, ["run", str(scenario), "-q", "--yes"])
     assert accepted.exit_code == 0 and "Start it?" not in accepted.output
     assert "Jain" in accepted.output
-    monkeypatch.setattr("pathflow.cli._interactive", lambda: False)
+    monkeypatch.setattr("pathflow.cli.progress._interactive", lambda: False)
     refused = runner.invoke(app, ["run", str(scenario), "-q"])
     assert refused.exit_code == 2 and "pass --yes" in refused.output
 
