@@ -161,8 +161,7 @@ def bench_case(case: str, scenario: Scenario, repeat: int) -> CaseResult:
 def bench_ns3(scenario: Scenario) -> Ns3Result | str:
     """ns-3 on `scenario`, or a one-line reason why it did not run."""
     try:
-        from pathflow.validation.ns3_runner import ns3_available
-        from pathflow.validation.ns3_scenario import simulate_ns3
+        from pathflow.validation.ns3 import ns3_available, simulate_ns3
     except ImportError as error:  # pragma: no cover - depends on the install
         return f"not run: {error}"
     if not ns3_available():

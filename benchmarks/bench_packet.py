@@ -100,8 +100,7 @@ def bench_case(case: str, scenario: Scenario, repeat: int) -> CaseResult:
 def bench_ns3(scenario: Scenario) -> dict[str, Any] | str:
     """ns-3 on `scenario`: wall time with start-up, its event loop alone, and the aggregate
     throughput in the packet simulator's units (delivered IP bytes; ns-3 counts payload)."""
-    from pathflow.validation.ns3_runner import ns3_available
-    from pathflow.validation.ns3_scenario import simulate_ns3
+    from pathflow.validation.ns3 import ns3_available, simulate_ns3
 
     if not ns3_available():
         return "ns-3 is not installed (pip install 'pathflow[ns3]')"

@@ -24,13 +24,13 @@ import xarray as xr
 import pathflow
 from helpers import star
 from pathflow.compile import compile_scenario
-from pathflow.validation import calibration_loss as cl
 from pathflow.validation.calibration import (
     CalibrationResult,
     calibrate,
     objective,
     parse_fit,
 )
+from pathflow.validation.calibration import loss as cl
 from pathflow.validation.traces import reference_path
 
 PACKET = 1500.0
@@ -73,8 +73,8 @@ def test_recovers_base_rtt_and_g_by_gradient() -> None:
 
     The mean-field reaction form is used: in the per-window form (the DCTCP default) alpha
     settles at the marking fraction for g below ~0.08, so the steady queue does not depend on g
-    at all, and above it the cycle switches between regimes, so the loss jumps (module
-    docstring). Longer base RTT and larger g both deepen the troughs; the autocovariance of the
+    at all, and above it the cycle switches between regimes, so the loss jumps (docs/validation.md,
+    Calibration). Longer base RTT and larger g both deepen the troughs; the autocovariance of the
     densely sampled trace (period) separates them.
 
     Stated error: base RTT within 0.05 ms (5 % of the 1 ms base RTT) and g within 10 %. Over

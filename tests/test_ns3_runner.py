@@ -15,8 +15,14 @@ import xarray as xr
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError, load_scenario
 from pathflow.topology import Network, build_network
-from pathflow.validation.ns3_runner import Ns3Config, Ns3Path, ns3_available, run_ns3
-from pathflow.validation.ns3_scenario import ns3_config, simulate_ns3
+from pathflow.validation.ns3 import (
+    Ns3Config,
+    Ns3Path,
+    ns3_available,
+    ns3_config,
+    run_ns3,
+    simulate_ns3,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

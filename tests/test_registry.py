@@ -14,7 +14,7 @@ import pathflow
 from pathflow.models import registry
 from pathflow.models.registry import CONTROLS, DISCIPLINES, CongestionControl
 from pathflow.scenario import Scenario, ScenarioError, reference
-from pathflow.validation.ns3_runner import TCP_TYPES
+from pathflow.validation.ns3.config import TCP_TYPES
 from pathflow.validation.packet import layout, simulate_packets
 
 PACKET = 1500.0

@@ -17,7 +17,8 @@ import pytest
 import xarray as xr
 
 from pathflow.results import write_dataset
-from pathflow.validation.ns3_runner import Ns3Config, _to_dataset, ns3_available, run_ns3
+from pathflow.validation.ns3 import Ns3Config, ns3_available, run_ns3
+from pathflow.validation.ns3.dataset import to_dataset
 from pathflow.validation.traces import (
     TraceError,
     load_mininet_records,
@@ -354,7 +355,7 @@ def fake_ns3_result() -> xr.Dataset:
         "rtt": rng.uniform(1e-4, 2e-4, (n, 2)), "alpha": rng.uniform(0, 1, (n, 2)),
         "sim_wall_time_s": np.float64(0.5), "aqm_desc": np.array("step"),
     }  # fmt: skip
-    return _to_dataset(cfg, arrays, wall_time_s=1.0)
+    return to_dataset(cfg, arrays, wall_time_s=1.0)
 
 
 @pytest.mark.parametrize("writer", ["write_dataset", "to_netcdf"])

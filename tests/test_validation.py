@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pathflow.cli import app
-from pathflow.validation.ns3_runner import ns3_available
+from pathflow.validation.ns3 import ns3_available
 from pathflow.validation.registry import load_cases
 
 CASES = load_cases()

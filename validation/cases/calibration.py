@@ -19,8 +19,125 @@ case claims:
   runs at the starting scenario's), keeps at least 90 % of the loss reduction.
 
 Reported without a claim: the queue's standard deviation after the fit against the trace's,
-the shape that neither parameter reaches (see each case). The parameter table, the losses and
-the quantiles before and after follow each case's text.
+the shape that neither parameter reaches (see each case).
+
+**What is fitted.** `calibrate(scenario, trace, fit=[...])` (the command `pathflow calibrate`)
+adjusts some of these parameters of the scenario's fluid model (values in the units of the
+table; every parameter has bounds):
+
+| name | unit | meaning | default bounds |
+|---|---|---|---|
+| `base_rtt` | s | extra round-trip delay added to every path's base RTT (see below) | [0, 2 ms] |
+| `g` | 1 | DCTCP's EWMA gain | [1/256, 1/2] |
+| `threshold` | pkt | ECN step-marking threshold K (`aqm.kind = "ecn_step"`) | [K/4, 4K] |
+| `ack_ratio` | 1 | segments per window-increase event (delayed ACKs) | [1, 4] |
+| `init_cwnd` | pkt | initial window (start-up only: needs a trace with it) | [min_cwnd, 100] |
+| `capacity` | 1 | factor on every link's capacity | [0.8, 1.2] |
+
+The extra base RTT stands for host stacks, NICs and interrupt moderation: delays in a measured
+RTT but in no link delay. The fitted scenario carries it as +extra/2 one-way delay on every
+sending host's egress link.
+
+**How it fits.** *Loss* (`validation/calibration/loss.py`). Trace and model oscillate with
+unrelated phase (the hardware trace samples a ~15 ms sawtooth at 8 Hz), so they are compared
+through phase-free summaries of their compared windows: the queue quantiles at 5 %, 10 %, ...,
+95 % (their mean squared difference approximates the squared 2-Wasserstein distance between the
+two queue distributions; the extreme tails, noise in a measurement and sharp peaks in the model,
+are left out); for a trace sampled finely enough to resolve the oscillation, its autocovariance
+at 24 lags up to about 1.5 periods relative to that at one sample (the time scale, which the
+distribution lacks; a ratio that white measurement noise does not bias); and the total delivered
+rate when the trace has one. `loss="auto"` adds the autocovariance whenever the trace allows it.
+The loss is in packets^2 (packets of the scenario's size).
+
+*Optimisation.* Each parameter is optimised in an unconstrained z with
+theta = lo + (hi - lo) sigmoid(z) (log scale for g and init_cwnd), so every iterate of every
+optimiser respects the bounds. Adam (optax, cosine-decayed step) runs on z from `starts` points
+at once (`jax.vmap`): the scenario's values (or `initial`) and points perturbed by N(0, 1) in
+z. Gradients are forward-mode (`jax.jacfwd`) for up to four parameters, else reverse-mode
+(`jax.value_and_grad`): forward mode costs a tangent per parameter but its memory does not grow
+with the number of steps, reverse mode stores the whole scan (+200 MB for 24 000 steps of the
+2-flow star).
+
+*Fallback.* The solver is not differentiable everywhere: step marking 1{q > K} has zero
+derivative in K, per-window reactions jump at steps that do not move with the parameters, and
+the feedback delay is a whole number of steps, so autodiff returns a pathwise derivative that
+holds those events fixed. The gradient is declared useless for a parameter when its component
+is NaN, infinite or below 1e-8 of the loss per unit of z at every start (K's is exactly zero),
+and for the gradient phase as a whole when Adam lowers the loss by less than 1 % or when a
+finite-difference probe at Adam's best point (z +- 0.1 along each parameter) finds a point more
+than 1 % better. Then scipy's Nelder-Mead (or Powell) minimises the same bounded objective over
+all fitted parameters from the best `fallback_starts` points seen, with first steps of 0.5 in z
+(an eighth of a mid-range parameter's range: wide enough to step over the plateaus of step
+marking) for parameters the gradient did not move and 0.15 for those Adam brought close.
+`CalibrationResult.optimiser` says per parameter which method moved it; if no point beats the
+starting values (which may sit on a bound, where z cannot reach), they are returned.
+
+*Uncertainty.* A sandwich estimate: a moving-block bootstrap of the trace's steady window (20
+blocks, 200 resamples) gives the covariance S of its feature vector (sampling noise, keeping the
+correlation between neighbouring samples and between neighbouring quantiles); central finite
+differences at the optimum give the model's Jacobian J (the autodiff Jacobian is biased for the
+reasons above); cov(theta) = s^2 J+ S J+^T, J+ the pseudo-inverse, with
+s^2 = max(1, r.r / tr((I - J J+) S)) inflating it when the misfit r is larger than the trace's
+sampling noise explains (model error, as scipy's curve_fit does without `absolute_sigma`).
+Refitting every bootstrap resample would be more faithful but costs a calibration each. The
+estimate covers the trace's sampling noise and misfit, not biases that fit well (a trace from a
+finer or coarser time step, for instance: 2-3 % in g in the recovery test).
+
+*Compilation.* Which parameters are fitted, their values, the trace's features and the windows
+are all data of one jitted objective, so a program compiled for one calibration serves every
+other with the same scenario shapes, grid, compared link, feature layout and number of fitted
+parameters. The grid (the starting scenario's dt; a history long enough for the largest RTT the
+bounds allow) is fixed before the first evaluation.
+
+**Limits and findings.**
+
+- One link's queue is compared; the model samples it instantaneously (a trace of interval
+  averages has a narrower distribution).
+- What a steady queue cannot tell: on the 2-flow DCTCP star, for g below about 0.08, alpha
+  settles at the marking fraction whatever g is, so the queue (distribution and period) does not
+  depend on g (within 0.1 packet); above, the per-window form switches between cycle regimes and
+  the loss jumps. g is identifiable from the start-up (alpha starts at 1 and decays at g/R) or,
+  in steady state, where it matters (large g); longer base RTT and larger g both deepen the
+  troughs, which the autocorrelation (period) separates. init_cwnd only acts in the start-up.
+  Unidentifiable parameters show as large uncertainties.
+- The calibrated model runs at the starting scenario's dt; the written scenario recompiles with
+  its own default dt unless `[run] dt` is set (the rerun's loss differs by 1 to 3 % on the
+  hardware fits, below 0.5 % on the packet-level ones).
+- What a fit of base_rtt and threshold removes, in the loss's parts (quantile offset
+  mean(r)^2, quantile shape var(r), autocorrelation): the offset, and little else. Both truths
+  below differ from the fluid model in the shape of the queue's distribution, which no
+  parameter here controls; the case texts below give the physics.
+- The hardware DCTCP trace (seed 003 star, 8 Hz samples: quantiles only): the default model's
+  queue sits 0.36 packet high; loss 0.226 packets^2 = offset 0.111 + shape 0.115. The default
+  budget gives K = 19.67 +- 0.39 packets of 1500 B (29.5 KB, 19.5 hardware frames: the switch
+  marks a little earlier than "q > 20 packets") and no extra base RTT (0.009 +- 0.035 ms, at
+  the bound), loss 0.105 packets^2 (2.2x lower; seeds 0-3: 0.104-0.105); what remains is the
+  shape (the hardware's distribution is narrower: sd 1.11 vs 1.25 packets). The small budget
+  of the tests stops at 0.123 (base RTT 0.11 +- 0.19 ms). Adding g adds a flat direction and
+  the fit gets no better (it stopped at 0.13).
+- The packet-level reference, 8:1 DCTCP incast at 1 Gb/s (K = 65 packets, trace 1 s at
+  20 us: quantiles, autocovariance and rate): the default model's queue sits 1.7 packets high
+  and swings less (sd 3.8 vs 5.8 packets); loss 8.1-9.7 packets^2 over packet seeds 1-6
+  (seed 1: offset 2.7 + shape 3.2 + autocorrelation 2.2). The fit: K = 62.8-63.4 +- 0.7-0.8
+  packets, extra base RTT at most 0.004 ms (at the bound), loss 4.2-5.6 packets^2 (1.6-2.0x
+  lower): the offset goes, the autocorrelation falls to 1.3 (period 4.1 -> 4.0 ms, the
+  packet run's is 3.8), the shape stays (3.5). The fluid sawtooth is narrower because its
+  identical flows cut together and its rate W/R follows a window cut only as the queue
+  drains; the packet-level ACK clock keeps the data in flight at the window. What would
+  widen it, g = 0.1 (an 11 ms cycle) or 0.3 ms more base RTT (a 6.6 ms period), the
+  autocorrelation rejects. With quantiles alone (`loss="quantiles"`, seed 1) the fit widens
+  it with unphysical values: 0.42 ms more base RTT (6x the path's 0.067 ms; quantile loss
+  5.9 -> 0.51 packets^2), or, fitting g and K, g = 0.0145 (0.29). On the seed 003 star
+  against its packet-level trace (4 s at 100 us) the fluid queue is already centred (mean
+  19.5 vs 20.0 packets) and the misfit is the packet queue's wider swing (sd 1.68 vs 1.27
+  packets): K = 20.43 +- 0.18, no extra RTT, loss 0.91 -> 0.74 packets^2 (1.24x).
+- A model-form difference no parameter represents: at the incast limit (80 flows at 10 Gb/s,
+  `examples/incast_10g.toml`) the packet-level DCTCP windows stay at the 2-packet floor (queue
+  140 packets: 80 x 2 less the 19-packet BDP), while the fluid windows grow between cuts
+  (mean 2.76 packets, queue 200); ack_ratio at its bound 4 only brings the fluid median to
+  156 packets.
+
+The parameter table, the losses and the quantiles before and after follow each case's text.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from pathflow.validation.registry import CaseResult, Check, case
 def _three(scenario: Scenario, sample_interval: float
            ) -> tuple[xr.Dataset, xr.Dataset, xr.Dataset]:
     """(fluid, packet, ns-3) on `scenario`; ns-3 runs in its subprocess meanwhile."""
-    from pathflow.validation.ns3_scenario import simulate_ns3
+    from pathflow.validation.ns3 import simulate_ns3
     from pathflow.validation.packet import simulate_packets
 
     with ThreadPoolExecutor(max_workers=1) as pool:

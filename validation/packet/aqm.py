@@ -11,7 +11,7 @@ backlog before the packet joins it (bytes waiting, the packet in service not cou
   over idle periods as if small packets had departed; congested with probability
   pmax (avg - min) / (max - min) between the thresholds and always above max ("non-gentle").
   Each arrival is marked independently with that probability (no count-based spacing: the
-  fluid model's p; ns-3 spaces marks uniformly, see validation/ns3_runner.py).
+  fluid model's p; ns-3 spaces marks uniformly, see validation/ns3/__init__.py).
 
 A congested ECN-capable packet is marked, any other congested packet dropped. The buffer limit
 applies after marking (a marked packet that does not fit is dropped).

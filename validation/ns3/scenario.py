@@ -14,7 +14,7 @@ How a scenario maps:
   port) and flows, with pathflow's link names, and each flow on pathflow's path(s)
   (`build_routes`): `ecmp`, `shortest` and `static` give one path per flow, which ns-3 follows
   exactly in both directions (per-flow tables, not per-destination routes, so flows to one host
-  may differ; see `validation/ns3_runner.py`); `spray` gives the equal-cost paths with equal
+  may differ; see `pathflow.validation.ns3`); `spray` gives the equal-cost paths with equal
   weights, which ns-3 sprays per packet and per hop with pathflow's per-path shares.
   `spray="random_ecmp"` hands spraying to ns-3's own per-packet random ECMP instead
   (`Ipv4GlobalRouting`), the same split on a fat-tree or leaf-spine, not on irregular graphs.
@@ -38,7 +38,8 @@ import xarray as xr
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.topology import Network, build_network
-from pathflow.validation.ns3_runner import Ns3Cable, Ns3Config, Ns3Network, Ns3Path, run_ns3
+from pathflow.validation.ns3.config import Ns3Cable, Ns3Config, Ns3Network, Ns3Path
+from pathflow.validation.ns3.run import run_ns3
 
 __all__ = ["ns3_config", "simulate_ns3"]
 

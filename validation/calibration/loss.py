@@ -22,6 +22,9 @@ the bootstrap), `bootstrap_covariance` their covariance, and `model_residuals` t
 simulated trajectory, traced by JAX: the fitted parameters enter a `Problem` built inside the
 jitted function, so one compiled program serves every evaluation (and every calibration with
 the same shapes, grid, compared link and feature layout).
+
+Tests: tests/test_calibration.py (the traced estimators against the trace side's, the bounded
+reparametrisation).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -42,6 +45,7 @@ __all__ = [
     "LOSSES",
     "Data",
     "Features",
+    "LossKind",
     "Static",
     "bootstrap_covariance",
     "choose_lags",
@@ -52,7 +56,8 @@ __all__ = [
     "z_from_theta",
 ]
 
-LOSSES = ("auto", "quantiles", "moments", "quantiles+acf", "moments+acf")
+LossKind = Literal["auto", "quantiles", "moments", "quantiles+acf", "moments+acf"]
+LOSSES: tuple[str, ...] = get_args(LossKind)
 _ACF_LAGS = 24  # autocorrelation lags compared
 _EDGE = 0.02  # starting points stay this far (fraction of the range) inside the bounds
 

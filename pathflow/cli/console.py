@@ -1,0 +1,81 @@
+"""What every command shares: the two consoles, bad input as one line with exit code 2, output
+paths checked before the work and written after it, and the JAX setup."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from pathflow.scenario import ScenarioError
+from pathflow.units import UnitError
+
+console = Console()
+# progress, warnings and errors go to stderr, so that stdout holds only the results
+errors = Console(stderr=True)
+
+
+def fail(message: str) -> NoReturn:
+    """Bad input: one line on stderr and exit code 2."""
+    errors.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Bad input -> one line on stderr and exit code 2, never a traceback."""
+    try:
+        yield
+    except (ScenarioError, UnitError) as error:
+        fail(str(error))
+
+
+def check_writable(path: Path | None, option: str) -> None:
+    """Refuse an output path before the work starts, not after."""
+    if path is None:
+        return
+    if not path.resolve().parent.is_dir():
+        raise ScenarioError(f"{option}: directory {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise ScenarioError(f"{option}: {str(path)!r} is a directory, not a file")
+    if not os.access(path.resolve().parent, os.W_OK) or (path.exists()
+                                                         and not os.access(path, os.W_OK)):
+        raise ScenarioError(f"{option}: {str(path)!r} is not writable (permission denied)")
+
+
+def write_output(path: Path, option: str, write: Callable[[Path], object]) -> None:
+    """Write an output; a failure at the end (disk full, a directory removed meanwhile) is one
+    line, like any other bad input."""
+    try:
+        write(path)
+    except OSError as error:
+        fail(f"{option}: cannot write {str(path)!r} ({error.strerror or error})")
+    console.print(f"wrote {path}", markup=False, highlight=False)
+
+
+Threads = Annotated[int, typer.Option("--threads", min=0, help="CPUs for the solver (0: all). "
+                                      "One is fastest for most fluid runs.")]
+
+
+def setup_jax(threads: int) -> None:
+    """Persistent compilation cache, and the CPU threads XLA may use. A fluid step is many small
+    kernels; handing them between threads costs more than it saves (measured 2.5x slower per
+    step with two threads than with one on the DCTCP star; see benchmarks/README.md), so the
+    command runs on one CPU unless told otherwise. Must run before JAX's first operation."""
+    import jax
+
+    if threads > 0 and hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, set(cpus[:threads]))
+    cache = Path.home() / ".cache" / "pathflow" / "jax"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(cache))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    except OSError:
+        pass  # a read-only home: run without the persistent cache
