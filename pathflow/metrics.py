@@ -127,18 +127,27 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
     leaves it once in about 16 000 independent samples). Fluid results fluctuate far less and
     are judged by the band alone.
     Returns {"time": s or inf, "settled": bool, "flows": per-flow times, "link": the link
-    judged, "queue_time": when its queue alone settled}. A run that has not settled before its
-    last quarter begins has time inf.
+    judged, "queue_time": when its queue alone settled, "reason": None}. A run that has not
+    settled before its last quarter begins has time inf. A run that cannot be judged has time
+    nan, settled False and the reason in "reason" (not enough data: fewer than
+    `MIN_RECORDS` records, a smoothing window longer than the first three quarters of the run,
+    or no flow delivering anything in the last quarter).
     """
     time = ds.time.values
     interval = float(time[1] - time[0]) if time.size > 1 else 1.0
     if smoothing is None:
-        rtts = 10 * float(ds.rtt.mean()) if "rtt" in ds else 10 * interval
+        rtt = float(np.nanmean(ds.rtt.values)) if "rtt" in ds and np.isfinite(ds.rtt).any() \
+            else math.nan
+        rtts = 10 * rtt if math.isfinite(rtt) else 10 * interval
         smoothing = min(rtts, float(time[-1]) / 20)
     width = max(1, round(smoothing / interval))
     final_from = int(0.75 * time.size)
     rates = ds.flow_rate.values
-    running = rates[final_from:].mean(axis=0) > 0
+    running = rates[final_from:].mean(axis=0) > 0 if time.size else np.zeros(0, bool)
+    reason = _not_judged(time.size, width, final_from, bool(running.any()))
+    if reason is not None:
+        return {"time": math.nan, "settled": False, "flows": np.full(rates.shape[1], math.nan),
+                "link": link, "queue_time": math.nan, "reason": reason}
     smooth = _moving_average(rates[:, running], width)
     final = smooth[final_from:].mean(axis=0)
     half = np.maximum(band * final, noise * _fluctuation(smooth[final_from:]))
@@ -164,7 +173,22 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
     per_flow = np.full(rates.shape[1], math.nan)
     per_flow[running] = [when(int(i)) for i in flow_exit]
     return {"time": when(settle_index), "settled": settle_index < final_from, "flows": per_flow,
-            "link": link, "queue_time": when(queue_exit)}
+            "link": link, "queue_time": when(queue_exit), "reason": None}
+
+
+MIN_RECORDS = 8  # a last quarter of two samples, and some before it
+
+
+def _not_judged(records: int, width: int, final_from: int, flowing: bool) -> str | None:
+    """Why convergence cannot be judged on this run ("not enough data: ..."), or None."""
+    if records < MIN_RECORDS:
+        return f"not enough data: {records} records, {MIN_RECORDS} needed"
+    if width > final_from:
+        return (f"not enough data: the smoothing window ({width} records) is longer than the "
+                f"first three quarters of the run ({final_from} records)")
+    if not flowing:
+        return "not enough data: no flow delivered anything in the last quarter of the run"
+    return None
 
 
 def loss_cycles(ds: xr.Dataset, link: str, warmup: float | None = None, gap: float = 0.5

@@ -212,6 +212,22 @@ def _derangement(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def _pairs(scenario: Scenario, network: Network, rng: np.random.Generator
            ) -> list[tuple[str, str]]:
+    """(source, destination) hosts of every flow; a host never sends to itself."""
+    pattern = scenario.spec.traffic.pattern
+    if len(network.hosts) < 2:
+        raise ScenarioError(f"traffic.pattern: {pattern} needs two hosts; this topology has one")
+    pairs = _pattern_pairs(scenario, network, rng)
+    to_self = next((src for src, dst in pairs if src == dst), None)
+    if to_self is not None:  # one_to_one where senders are also receivers (fat-tree, leaf-spine)
+        raise ScenarioError(f"traffic.pattern: {pattern} would make {to_self} send to itself on "
+                            "this topology; use permutation, stride or random")
+    if not pairs:
+        raise ScenarioError(f"traffic.pattern: {pattern} gives no flows on this topology")
+    return pairs
+
+
+def _pattern_pairs(scenario: Scenario, network: Network, rng: np.random.Generator
+                   ) -> list[tuple[str, str]]:
     traffic = scenario.spec.traffic
     hosts = network.hosts
     n = len(hosts)

@@ -73,7 +73,7 @@ def summarize_point(ds: xr.Dataset) -> dict[str, float]:
         "queue_p99": float(stats["p99"][link]),
         "queue_max": float(stats["max"][link]),
         "convergence_time": convergence["time"],
-        "settled": float(convergence["settled"]),
+        "settled": math.nan if convergence["reason"] else float(convergence["settled"]),
         "drops": float(ds.drops.isel(link=link).mean()),
         "window_mean": float(ds.cwnd.sel(time=ds.time > 0.25 * float(ds.time[-1])).mean()),
     }

@@ -136,4 +136,4 @@ def format_time(seconds: float) -> str:
 
 def format_bytes(n: float) -> str:
     """512000 -> '512 KB'."""
-    return _engineering(n, "B", ((1e9, "G"), (1e6, "M"), (1e3, "K"), (1.0, "")))
+    return _engineering(n, "B", ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"), (1.0, "")))

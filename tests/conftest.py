@@ -16,3 +16,17 @@ def _keep_cpu_affinity() -> Iterator[None]:
     yield
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--nightly", action="store_true",
+                     help="also run the long profiles (tests marked nightly)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--nightly"):
+        return
+    skip = pytest.mark.skip(reason="long profile: run with --nightly")
+    for item in items:
+        if "nightly" in item.keywords:
+            item.add_marker(skip)

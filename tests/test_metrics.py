@@ -84,3 +84,26 @@ def test_a_noisy_approach_settles_into_its_own_range() -> None:
     result = convergence_time(ds, smoothing=1e-4)
     assert result["settled"]
     assert tau * math.log(5) <= result["time"] <= tau * math.log(50)
+
+
+@pytest.mark.parametrize(("records", "delivering", "smoothing", "why"), [
+    (1, True, None, "1 records, 8 needed"),
+    (5, True, None, "5 records, 8 needed"),
+    (100, False, None, "no flow delivered anything"),
+    (100, True, 0.9, "smoothing window (90 records) is longer than the first three quarters"),
+])
+def test_convergence_says_not_enough_data(records: int, delivering: bool,
+                                          smoothing: float | None, why: str) -> None:
+    """Runs that cannot be judged (too short, nothing flowing, a smoothing window longer than
+    the run) give a reason and time nan, never an exception or a verdict."""
+    time = np.linspace(0.01, 1.0, records)
+    rates = np.full((records, 2), 1e6 if delivering else 0.0)
+    result = convergence_time(synthetic(rates, np.zeros(records), time), smoothing=smoothing)
+    assert why in result["reason"] and result["reason"].startswith("not enough data")
+    assert math.isnan(result["time"]) and not result["settled"]
+
+
+def test_a_judged_run_has_no_reason() -> None:
+    time = np.linspace(0.01, 1.0, 100)
+    result = convergence_time(synthetic(np.full((100, 1), 1e6), np.zeros(100), time))
+    assert result["reason"] is None and result["settled"] and result["time"] == 0.0

@@ -3,6 +3,7 @@ as tables of flows and busiest links, the convergence time and the invariant ver
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -46,7 +47,8 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
     if len(rates) > 10:
         flows.add_row("...", f"{len(rates)} flows", f"min {format_rate(float(rates.min()))}, "
                       f"max {format_rate(float(rates.max()))}")
-    flows.add_row("all", f"Jain {summary['jain']:.4f}",
+    jain = summary["jain"]
+    flows.add_row("all", f"Jain {jain:.4f}" if math.isfinite(jain) else "Jain n/a (no delivery)",
                   format_rate(summary["aggregate_throughput"]), style="bold")
     console.print(flows)
     links = Table(title="Busiest links (steady window)", title_justify="left")
@@ -62,10 +64,13 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
                       pk(float(queues["max"][i])), format_rate(float(hot.drops[i])))
     console.print(links)
     convergence = summary["convergence"]
-    settled = (f"settled after {format_time(convergence['time'])}" if convergence["settled"]
-               else "did not settle within the run")
-    console.print(f"Convergence: {settled} (rates within 10 %, queue on {convergence['link']} "
-                  "within a band)")
+    if convergence["reason"]:
+        console.print(f"Convergence: {convergence['reason']}")
+    else:
+        settled = (f"settled after {format_time(convergence['time'])}" if convergence["settled"]
+                   else "did not settle within the run")
+        console.print(f"Convergence: {settled} (rates within 10 %, queue on "
+                      f"{convergence['link']} within a band)")
     report = summary["invariants"]
     broken = [f"{name}: {v['detail']}" for name, v in report.items() if not v["ok"]]
     verdict = "all hold" if not broken else "VIOLATED: " + "; ".join(broken)

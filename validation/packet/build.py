@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pathflow.compile import ACK_BYTES
+from pathflow.cost import available_memory
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.topology import Network, build_network
+from pathflow.units import format_bytes
 from pathflow.validation.packet import layout as L
 
 __all__ = ["Built", "Options", "build", "default_sample_interval"]
@@ -126,6 +128,18 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
                    nic_senders=order.astype(np.int64))
 
 
+def _check_memory(pool: int, heap: int, scale: int) -> None:
+    """Refuse, in one line, a packet pool and event heap larger than the memory available."""
+    needed = pool * (L.N_PK * 8 + 8) + heap * (L.N_HE * 8 + 8)
+    available = available_memory()
+    if needed > available:
+        raise ScenarioError(
+            f"run.duration: the packet engine would hold up to {pool:,} packets in flight"
+            f"{' (after enlarging its pool)' if scale > 1 else ''}, "
+            f"{format_bytes(needed)} with {format_bytes(available)} available; shorten the run, "
+            "shrink topology.buffer or use the fluid engine")
+
+
 def _paths(network: Network, routes: Routes) -> L.Paths:
     forward = list(routes.paths)
     everything = forward + [_reverse(network, p) for p in forward]
@@ -140,7 +154,7 @@ def _paths(network: Network, routes: Routes) -> L.Paths:
 
 def _ring(scenario: Scenario, network: Network, routes: Routes, n_senders: int) -> int:
     """Segment slots per sender: 4x the largest path's BDP plus switch buffers (as ns-3's socket
-    buffers in validation/ns3_runner.py), a power of two; it also caps the window."""
+    buffers in validation/ns3/child.py), a power of two; it also caps the window."""
     mss = scenario.packet_bytes
     hosts = set(network.hosts)
     largest = 0.0
@@ -231,10 +245,15 @@ def build(scenario: Scenario, options: Options) -> Built:
     switch_buffers = sum(link.buffer for link in network.links if link.src not in network.hosts)
     rates = np.array([network.links[nic].capacity for nic in si[:, L.SI_NIC]])
     bdp = float(np.max(sf[:, L.SF_BASE_RTT] * rates)) / mss
-    pool = int(2 * switch_buffers / mss + n_flows * (4 * (bdp + cfg.init_cwnd) + 64) + 4096)
+    # the buffers can hold no more than the senders can send in the whole run (pools that run
+    # dry are enlarged and the run repeated, see simulate_packets)
+    sendable = sum(network.links[nic].capacity for nic in set(si[:, L.SI_NIC].tolist()))
+    buffered = min(2 * switch_buffers, 2 * sendable * scenario.duration) / mss
+    pool = int(buffered + n_flows * (4 * (bdp + cfg.init_cwnd) + 64) + 4096)
     pool *= options.pool_scale
     timers = 3 * n_flows  # RTO, delayed ACK, congestion-control timer per sender
     heap = pool + n_links + 3 * timers + n_flows + 64
+    _check_memory(pool, heap, options.pool_scale)
     ctl = np.zeros(L.N_CTL, np.int64)
     sim = L.Sim(
         links=_links(scenario, network, si[:, L.SI_NIC]), paths=_paths(network, routes),

@@ -1,0 +1,183 @@
+"""No valid scenario crashes either engine (issue 13): whole scenarios drawn across the vocabulary.
+
+Each drawn scenario is run as a user runs it, `pathflow run FILE --engine fluid|packet` (in
+process), and the outcome must be one of two: a result (exit code 0) whose invariants all hold
+and whose summary printed, or one clear line with exit code 2 (input the engines cannot run:
+an impossible pattern on the topology, a threshold above the buffer, a run that would not fit in
+memory). Anything else, a traceback or a violated invariant, fails the test with the scenario's
+file in the message.
+
+The draws span every topology kind (a small edge-list graph too), link rates from 1 Kb/s to
+1 Tb/s, delays from 0.1 us to 1 s, buffers from one packet to 1 GB, 1 to 3,000 flows, finite and
+infinite sizes, starts and jitter, every AQM, routing mode and congestion control, both
+precisions. Durations are drawn in round trips (from half of one to many), and capped so that a
+run stays short: the CI profile is derandomised (the same cases every time) and sized to a few
+minutes per engine; `pytest --nightly` runs the long profile (more cases, longer runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+import xarray as xr
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import pathflow  # noqa: F401  (float64 before any array)
+from pathflow.cli import app
+
+runner = CliRunner()
+
+RATE_UNITS = {"Kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12}
+TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+ACK_BYTES = 64
+
+
+def _quantity(units: dict[str, float], low: float, high: float) -> st.SearchStrategy[str]:
+    """Round quantities with units between low and high (SI), spread over the decades."""
+    def build(unit: str, mantissa: int, exponent: int) -> str | None:
+        value = mantissa * 10.0**exponent
+        return None if not low <= value * units[unit] <= high else f"{value:g}{unit}"
+
+    return st.builds(build, st.sampled_from(list(units)), st.sampled_from([1, 2, 4, 5]),
+                     st.integers(-1, 3)).filter(lambda text: text is not None)
+
+
+def _si(text: str, units: dict[str, float]) -> float:
+    unit = next(u for u in sorted(units, key=len, reverse=True) if text.endswith(u))
+    return float(text[: -len(unit)]) * units[unit]
+
+
+TOPOLOGIES = st.one_of(
+    st.fixed_dictionaries({"kind": st.just("star"), "senders": st.integers(1, 32)}),
+    st.fixed_dictionaries({"kind": st.just("dumbbell"), "senders": st.integers(1, 16)}),
+    st.fixed_dictionaries({"kind": st.just("fattree"), "k": st.sampled_from([2, 4, 6])}),
+    st.fixed_dictionaries({"kind": st.just("leafspine"), "leaves": st.integers(1, 4),
+                           "spines": st.integers(1, 3), "hosts_per_leaf": st.integers(1, 4)}),
+    st.fixed_dictionaries({"kind": st.just("graph"), "edges": st.just("ring.csv")}),
+)
+RING_CSV = "src,dst\nh0,s0\nh1,s1\nh2,s2\ns0,s1\ns1,s2\ns2,s0\n"  # three switches, a host each
+
+
+@st.composite
+def aqms(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["droptail", "ecn_step", "red"]))
+    if kind == "ecn_step":
+        return {"kind": kind, "threshold": f"{draw(st.integers(0, 200))}pkt"}
+    if kind == "red":
+        low = draw(st.integers(0, 100))
+        out = {"kind": kind, "min": f"{low}pkt", "max": f"{low + draw(st.integers(0, 200))}pkt",
+               "pmax": draw(st.sampled_from([0.01, 0.1, 0.5, 1.0])),
+               "weight": draw(st.sampled_from([1e-4, 0.002, 0.1, 1.0]))}
+        ecn = draw(st.sampled_from([None, True, False]))
+        return out if ecn is None else {**out, "ecn": ecn}
+    return {"kind": kind}
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, round_trips: float, packets: float) -> dict[str, Any]:
+    """A scenario file (as a dict) with a duration of about `round_trips` round trips at most,
+    and at most about `packets` packet times of one link."""
+    topology = {**draw(TOPOLOGIES),
+                "link_rate": draw(_quantity(RATE_UNITS, 1e3, 1e12)),
+                "delay": draw(_quantity(TIME_UNITS, 1e-7, 1.0)),
+                "buffer": draw(st.one_of(st.integers(1, 10_000).map(lambda n: f"{n}pkt"),
+                                         _quantity({"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9},
+                                                   64, 1e9)))}
+    cc = draw(st.sampled_from(["reno", "dctcp"]))
+    transport: dict[str, Any] = {"cc": cc, "mss": f"{draw(st.integers(64, 9000))}B"}
+    transport.update(draw(st.fixed_dictionaries({}, optional={
+        "init_cwnd": st.sampled_from(["1pkt", "2pkt", "10pkt", "100pkt"]),
+        "reaction": st.sampled_from(["window", "mean"]),
+        "ssthresh": st.sampled_from(["20pkt", "inf"]),
+    })))
+    pattern = draw(st.sampled_from(["incast", "permutation", "stride", "random", "one_to_one",
+                                    "explicit"]))
+    traffic: dict[str, Any] = {"pattern": pattern}
+    traffic.update(draw(st.fixed_dictionaries({}, optional={
+        "flows": st.integers(1, 3000),
+        "size": st.one_of(st.just("inf"), _quantity({"B": 1, "KB": 1e3, "MB": 1e6}, 1, 1e8)),
+    })))
+    if pattern == "stride":
+        traffic["stride"] = draw(st.integers(1, 5))
+    if pattern == "explicit":
+        traffic["pairs"] = draw(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)),
+                                         min_size=1, max_size=4))
+    # the duration in round trips of one hop each way, capped in packet times
+    rate = _si(topology["link_rate"], {"bps": 1.0, **RATE_UNITS}) / 8
+    rtt = 2 * (2 * _si(topology["delay"], TIME_UNITS) + (int(transport["mss"][:-1]) + ACK_BYTES)
+               / rate)
+    duration = min(draw(st.sampled_from([0.5, 2.0, 8.0, 1.0])) * round_trips / 8 * rtt,
+                   packets * int(transport["mss"][:-1]) / rate)
+    start = draw(st.sampled_from([None, 0.0, 0.3, 1.5]))  # fractions of the duration
+    if start is not None:
+        traffic["start"] = f"{start * duration:.6g}s"
+    jitter = draw(st.sampled_from([None, 0.5]))
+    if jitter is not None:
+        traffic["start_jitter"] = f"{jitter * duration:.6g}s"
+    return {
+        "name": "fuzz",
+        "topology": topology,
+        "aqm": draw(aqms()),
+        "traffic": traffic,
+        "transport": transport,
+        "routing": {"mode": draw(st.sampled_from(["ecmp", "spray", "static", "shortest"]))},
+        "run": {"duration": f"{duration:.6g}s", "seed": draw(st.integers(0, 99)),
+                "precision": draw(st.sampled_from(["float64", "float32"]))},
+    }
+
+
+def check_outcome(data: dict[str, Any], engine: str, folder: Path) -> str:
+    """Run the scenario through the command line; a result whose invariants hold, or exit 2.
+    Returns the outcome's kind ("result", or the field the error names), for statistics."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ring.csv").write_text(RING_CSV)
+    scenario = folder / "fuzz.toml"
+    scenario.write_text(tomli_w.dumps(data))
+    out = folder / "fuzz.nc"
+    out.unlink(missing_ok=True)
+    result = runner.invoke(app, ["run", str(scenario), "--engine", engine, "-q", "-o", str(out),
+                                 "--yes", "--max-memory", "2GB"])
+    where = f"{engine} engine on {json.dumps(data)}"
+    if result.exit_code == 2:
+        message = result.output.strip()
+        assert message and "\n" not in message and "Traceback" not in message, (
+            f"not one clear line: {message!r} ({where})")
+        return "error on " + message.removeprefix("error: ").split(":")[0]
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"{type(result.exception).__name__}: {result.exception} ({where})")
+    assert result.exit_code == 0, f"exit code {result.exit_code}: {result.output} ({where})"
+    with xr.open_dataset(out) as ds:
+        report = json.loads(ds.attrs["invariants"])
+    broken = {name: verdict["detail"] for name, verdict in report.items() if not verdict["ok"]}
+    assert not broken, f"invariants violated: {broken} ({where})"
+    return "result"
+
+
+CI = settings(max_examples=int(os.environ.get("PATHFLOW_FUZZ_EXAMPLES", 300)), derandomize=True,
+              deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              print_blob=True)
+NIGHTLY = settings(CI, max_examples=3000)
+
+
+@pytest.mark.parametrize("engine", ["fluid", "packet"])
+@CI
+@given(data=scenarios(round_trips=40, packets=20_000))
+def test_no_valid_scenario_crashes(engine: str, data: dict[str, Any], tmp_path_factory) -> None:
+    event(check_outcome(data, engine, tmp_path_factory.getbasetemp() / f"fuzz-{engine}"))
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("engine", ["fluid", "packet"])
+@NIGHTLY
+@given(data=scenarios(round_trips=2000, packets=2_000_000))
+def test_no_valid_scenario_crashes_long(engine: str, data: dict[str, Any],
+                                        tmp_path_factory) -> None:
+    event(check_outcome(data, engine, tmp_path_factory.getbasetemp() / f"fuzz-long-{engine}"))
+

@@ -1,0 +1,51 @@
+"""The invariant checks detect what they claim to, on synthetic results built by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from pathflow.invariants import check_invariants
+
+PACKET, CAPACITY, BUFFER, INTERVAL = 1500.0, 1.25e6, 100 * 1500.0, 1e-3  # 10 Mb/s, 1 ms
+
+
+def one_link(departure: float, queue: float, records: int = 10) -> xr.Dataset:
+    """A link whose queue holds `queue` bytes throughout while `departure` bytes/s leave and as
+    much arrives, after the queue's own bytes in the first interval (so bytes balance)."""
+    def series(value: float) -> tuple[tuple[str, str], np.ndarray]:
+        return ("time", "link"), np.full((records, 1), value)
+
+    arrival = np.full((records, 1), departure)
+    arrival[0] += queue / INTERVAL
+
+    return xr.Dataset(
+        {"queue": series(queue), "queue_min": series(queue), "queue_max": series(queue),
+         "link_arrival": (("time", "link"), arrival), "link_departure": series(departure),
+         "drops": series(0.0), "marking": series(0.0),
+         "subflow_rate": (("time", "subflow"), np.full((records, 1), departure)),
+         "buffer": ("link", [BUFFER]), "capacity": ("link", [CAPACITY])},
+        coords={"time": INTERVAL * np.arange(1, records + 1), "link": ["a->b"], "subflow": [0]},
+        attrs={"packet_bytes": PACKET, "sample_interval": INTERVAL})
+
+
+@pytest.mark.parametrize(("shortfall_packets", "holds"), [(0.0, True), (0.9, True), (1.5, False),
+                                                          (10.0, False)])
+def test_work_conservation_allows_one_packet_per_interval(shortfall_packets: float,
+                                                          holds: bool) -> None:
+    """A link whose queue never empties departs at C, less at most the packet still on the
+    wire at the end of the interval."""
+    departure = CAPACITY - shortfall_packets * PACKET / INTERVAL
+    report = check_invariants(one_link(departure, queue=10 * PACKET))
+    assert report["work_conservation"].ok is holds
+    assert report["byte_conservation"].ok and report["queue_bounds"].ok
+
+
+def test_an_idle_link_with_an_empty_queue_conserves_work() -> None:
+    assert check_invariants(one_link(0.0, queue=0.0))["work_conservation"].ok
+
+
+def test_queue_above_buffer_and_departures_above_capacity_are_caught() -> None:
+    report = check_invariants(one_link(1.01 * CAPACITY, queue=BUFFER + PACKET))
+    assert not report["queue_bounds"].ok and not report["capacity"].ok
