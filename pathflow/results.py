@@ -11,11 +11,13 @@ compares them.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from pathflow.atomic import write_atomically
 from pathflow.compile import Compiled
 from pathflow.routing import Routes
 from pathflow.solvers.dde import Trajectory
@@ -137,9 +139,10 @@ def _per_flow_first(values: np.ndarray, flow_of: np.ndarray, n_flows: int) -> np
     return out
 
 
-def write_dataset(dataset: xr.Dataset, path: str) -> None:
-    """Write a result as netCDF (h5netcdf); dict-valued attrs are stored as JSON text."""
+def write_dataset(dataset: xr.Dataset, path: str | Path) -> None:
+    """Write a result as netCDF (h5netcdf), whole or not at all (`pathflow.atomic`); dict-valued
+    attrs are stored as JSON text."""
     out = dataset.copy()
     out.attrs = {key: json.dumps(value) if isinstance(value, dict | list) else value
                  for key, value in dataset.attrs.items()}
-    out.to_netcdf(path, engine="h5netcdf")
+    write_atomically(path, lambda temporary: out.to_netcdf(temporary, engine="h5netcdf"))

@@ -134,14 +134,19 @@ def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
             yield Chunk(members[i : i + batch], shape, grid, batch)
 
 
-def run_together(compiled: list[Compiled], progress: Progress | None = None
-                 ) -> Iterator[list[tuple[Compiled, xr.Dataset]]]:
+def run_together(compiled: list[Compiled], progress: Progress | None = None,
+                 skip: set[int] = frozenset()) -> Iterator[list[tuple[Compiled, xr.Dataset]]]:
     """Run points from `compile_together` together: points of one size bucket share a compiled
     program and run in chunks of about 1 GB, merged into one problem; each chunk's results are
-    yielded as soon as it ends. `progress(done, total)` counts points."""
+    yielded as soon as it ends. `progress(done, total)` counts points. Chunks whose every point
+    has a flow count in `skip` are not run (a resumed sweep: its points ran in whole chunks,
+    and a point's result depends on the chunk it ran in, whose step the finest member sets)."""
     done = 0.0
     for chunk in chunks(compiled):
         n = len(chunk.members)
+        if all(len(c.routes.flows) in skip for c in chunk.members):
+            done += n
+            continue
 
         def report(records: int, total: int, base: float = done, n: int = n) -> None:
             if progress is not None:
@@ -158,23 +163,39 @@ def run_together(compiled: list[Compiled], progress: Progress | None = None
 
 def sweep_flows(scenario: Scenario, counts: list[int], progress: Progress | None = None,
                 on_chunk: Callable[[xr.Dataset], None] | None = None,
-                before_run: Callable[[list[Compiled]], None] | None = None) -> xr.Dataset:
+                before_run: Callable[[list[Compiled]], None] | None = None,
+                resume: xr.Dataset | None = None) -> xr.Dataset:
     """Run `scenario` for every flow count; `on_chunk` receives the partial result after each
     chunk (to save it), `progress(done, total)` counts points (fractions within a chunk).
     `before_run` sees the compiled points before any runs (to state the cost, or refuse by
-    raising)."""
+    raising). `resume` is a partial result of the same sweep (as `on_chunk` saw it): its chunks
+    are not run again, and the result is the one an uninterrupted sweep gives."""
     compiled = compile_together([scenario.with_updates({"traffic.flows": n}) for n in counts])
-    if before_run is not None:
-        before_run(compiled)
+    kept = _resumable(resume, scenario, counts)
+    todo = [c for c in compiled if len(c.routes.flows) not in kept]
+    if before_run is not None and todo:
+        before_run(todo)
     finished: list[tuple[int, dict[str, float], xr.Dataset]] = []
     first: xr.Dataset | None = None
-    for chunk in run_together(compiled, progress):
+    for chunk in run_together(compiled, progress, skip=kept):
         for c, ds in chunk:
             finished.append((len(c.routes.flows), summarize_point(ds), _series(ds)))
             first = ds if first is None else first
         if on_chunk is not None:
-            on_chunk(_combine(finished, scenario, first))
-    return _combine(finished, scenario, first)
+            on_chunk(_combine(finished, scenario, first, resume, kept))
+    return _combine(finished, scenario, first, resume, kept)
+
+
+def _resumable(resume: xr.Dataset | None, scenario: Scenario, counts: list[int]) -> set[int]:
+    """The flow counts of `resume` to keep; it must be a sweep of this scenario over some of
+    these counts."""
+    if resume is None:
+        return set()
+    kept = {int(n) for n in resume.flows.values} if "flows" in resume.dims else set()
+    if resume.attrs.get("scenario") != scenario.to_toml() or not kept <= set(counts):
+        raise ScenarioError("--resume: the saved result is a sweep of another scenario or other "
+                            "flow counts; remove it or run without --resume")
+    return kept
 
 
 def _series(ds: xr.Dataset) -> xr.Dataset:
@@ -184,7 +205,17 @@ def _series(ds: xr.Dataset) -> xr.Dataset:
 
 
 def _combine(finished: list[tuple[int, dict[str, float], xr.Dataset]], scenario: Scenario,
-             first: xr.Dataset) -> xr.Dataset:
+             first: xr.Dataset | None, resume: xr.Dataset | None = None,
+             kept: set[int] = frozenset()) -> xr.Dataset:
+    """The sweep's Dataset of the points run now and those `kept` from a resumed result."""
+    if resume is not None and kept:
+        before = resume.sel(flows=sorted(kept))
+        if first is None:
+            return before
+        ran = _combine(finished, scenario, first)
+        fresh = ran.drop_sel(flows=[n for n in ran.flows.values if int(n) in kept])
+        return xr.concat([before, fresh], "flows", join="override",
+                         combine_attrs="override").sortby("flows")
     finished = sorted(finished, key=lambda item: item[0])
     counts = [n for n, _, _ in finished]
     data = {key: (("flows",), np.array([summary[key] for _, summary, _ in finished]),

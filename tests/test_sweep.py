@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,6 +82,48 @@ def test_interrupted_sweep_keeps_finished_points(tmp_path: Path,
                                       "-q"])
     assert result.exit_code == 130
     assert list(xr.open_dataset(out).flows.values) == [2]  # bucket 2 done, bucket 16 interrupted
+
+
+def test_a_killed_sweep_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+    """SIGKILL a sweep (no handler runs) as soon as its first chunk is on disk; `--resume`
+    finishes the rest, and the Dataset equals that of a sweep run without interruption."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(small().to_toml())
+    killed, whole = tmp_path / "killed.nc", tmp_path / "whole.nc"
+    command = [sys.executable, "-m", "pathflow", "sweep", str(scenario), "--flows", "2:16:2",
+               "-q"]
+    child = subprocess.Popen([*command, "-o", str(killed)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not killed.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.kill()
+    child.wait()
+    with xr.open_dataset(killed) as partial:  # whole: written atomically
+        finished = list(partial.flows.values)
+    assert 0 < len(finished) < 8, f"the sweep was not interrupted mid-way: {finished}"
+
+    runner = CliRunner()
+    resumed = runner.invoke(app, ["sweep", str(scenario), "--flows", "2:16:2", "-q", "-o",
+                                  str(killed), "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert subprocess.run([*command, "-o", str(whole)], capture_output=True).returncode == 0
+    with xr.open_dataset(killed) as a, xr.open_dataset(whole) as b:
+        xr.testing.assert_identical(a.load(), b.load())
+        assert list(a.flows.values) == list(range(2, 17, 2))
+
+
+def test_resume_refuses_a_result_of_another_sweep(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(small().to_toml())
+    out = tmp_path / "sweep.nc"
+    runner = CliRunner()
+    assert runner.invoke(app, ["sweep", str(scenario), "--flows", "3", "-q", "-o", str(out)]
+                         ).exit_code == 0
+    other = runner.invoke(app, ["sweep", str(scenario), "--flows", "2", "-q", "-o", str(out),
+                                "--resume"])
+    assert other.exit_code == 2
+    assert other.output.strip().startswith("error: --resume: the saved result is a sweep of")
 
 
 def test_bad_flow_range_on_the_command_line() -> None:

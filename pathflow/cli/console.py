@@ -12,6 +12,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from pathflow.atomic import write_atomically
 from pathflow.scenario import ScenarioError
 from pathflow.units import UnitError
 
@@ -49,10 +50,10 @@ def check_writable(path: Path | None, option: str) -> None:
 
 
 def write_output(path: Path, option: str, write: Callable[[Path], object]) -> None:
-    """Write an output; a failure at the end (disk full, a directory removed meanwhile) is one
-    line, like any other bad input."""
+    """Write an output whole or not at all (`pathflow.atomic`); a failure at the end (disk full,
+    a directory removed meanwhile) is one line, like any other bad input."""
     try:
-        write(path)
+        write_atomically(path, write)
     except OSError as error:
         fail(f"{option}: cannot write {str(path)!r} ({error.strerror or error})")
     console.print(f"wrote {path}", markup=False, highlight=False)

@@ -16,6 +16,7 @@ from pathflow.cli.console import (
     check_writable,
     console,
     errors,
+    fail,
     setup_jax,
     user_errors,
 )
@@ -35,6 +36,20 @@ def _default_sweep_scenario() -> Scenario:
     return Scenario.from_toml(text)
 
 
+def _earlier_points(output: Path) -> xr.Dataset | None:
+    """The partial result an interrupted sweep left in `output` (None: nothing to resume)."""
+    import xarray as xr
+
+    if not output.exists():
+        errors.print(f"--resume: {output} does not exist yet; running every point")
+        return None
+    try:
+        with xr.open_dataset(output, engine="h5netcdf") as saved:
+            return saved.load()
+    except (OSError, ValueError) as error:
+        fail(f"--resume: cannot read {str(output)!r} as a sweep result ({error})")
+
+
 def sweep(
     scenario_file: Annotated[Path | None, typer.Argument(
         metavar="[SCENARIO.toml]",
@@ -47,6 +62,9 @@ def sweep(
                                               "versus flows (default: OUTPUT with .png).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No cost line and no progress.")
                      ] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Keep the finished points of an "
+                                         "interrupted sweep in OUTPUT and run the rest.")
+                      ] = False,
     yes: Yes = False,
     max_memory: MaxMemory = None,
     threads: Threads = 1,
@@ -64,6 +82,7 @@ def sweep(
         check_writable(plot, "--plot")
         setup_jax(threads)
         saved: list[xr.Dataset] = []
+        earlier = _earlier_points(output) if resume else None
 
         def save(partial: xr.Dataset) -> None:
             write_dataset(partial, str(output))
@@ -81,7 +100,7 @@ def sweep(
                                    max_memory)
 
                 result = sweep_flows(scenario, counts, progress=update, on_chunk=save,
-                                     before_run=before_run)
+                                     before_run=before_run, resume=earlier)
         except KeyboardInterrupt:
             if saved:
                 errors.print(f"interrupted: {len(saved[-1].flows)} finished points kept in "
