@@ -5,15 +5,17 @@
 
 - base RTT of a path: per hop, propagation delay plus the serialisation of one full packet, out
   along the path; back along the reverse links with a 64-byte ACK (store-and-forward, as ns-3 and
-  hardware switches do). On the seed 003 star (100 Mb/s, 62.5 us per link) this is 0.51 ms.
+  hardware switches do; `topology.path_base_rtt`). On the seed 003 star (100 Mb/s, 62.5 us per
+  link) this is 0.51 ms.
 - dt: 1/20 of the smallest base RTT, and at most half of RED's averaging time constant (DESIGN §4);
   this is the finest step. Unless `[run] dt` fixes the step, the solver coarsens it between
   record segments to 1/20 of the round trips that limit the senders (`solvers.stepping`), never
   beyond the record interval or RED's bound.
 - history: the largest possible round trip (base RTT plus every switch buffer on the path full)
   in steps.
-- records: `[run] sample` if given, else as many samples as fit a budget of about 5e5 values per
-  variable (at least 500, at most 20 000), so that memory stays small for large networks.
+- records: `[run] sample` if given, else `default_records`: as many samples as fit a budget of
+  about 5e5 values per variable (at least 500, at most 20 000), so that memory stays small for
+  large networks. The packet engine keeps as many.
 """
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ from pathflow.scenario import Scenario
 from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem, with_hop_layout
 from pathflow.solvers.stepping import Stepping
-from pathflow.topology import Network, build_network
+from pathflow.topology import Network, build_network, path_base_rtt
 from pathflow.units import parse_time
 
-__all__ = ["ACK_BYTES", "Compiled", "choose_grid", "compile_scenario"]
+__all__ = ["ACK_BYTES", "Compiled", "choose_grid", "compile_scenario", "default_records"]
 
 ACK_BYTES = 64.0  # a pure ACK on the wire (TCP + IP + link headers, timestamps on)
 _PAD_CAPACITY = 1e30  # the padding link: never a bottleneck, never a queue
-_RECORD_BUDGET = 500_000
+_RECORD_BUDGET = 500_000  # recorded values per variable, over all its links and flows
 
 
 @dataclass(frozen=True)
@@ -89,11 +91,9 @@ def _path_arrays(scenario: Scenario, network: Network, routes: Routes, nics: set
     largest = np.zeros(len(routes.paths))
     for p, path in enumerate(routes.paths):
         hops[p, : len(path)] = path
+        base[p] = path_base_rtt(network, path, scenario.packet_bytes, ACK_BYTES)
         for index in path:
             link = network.links[index]
-            back = network.links[network.link_between(link.dst, link.src)]
-            base[p] += (2 * link.delay + scenario.packet_bytes / link.capacity
-                        + ACK_BYTES / back.capacity)
             if index not in nics:  # host NICs never queue (backpressure, see solvers.dde)
                 largest[p] += link.buffer / link.capacity
     return hops, base, base + largest
@@ -108,6 +108,13 @@ def _host_links(network: Network) -> dict[str, int]:
             egress[link.src].append(i)
     return {host: links[0] if len(links) == 1 else len(network.links)
             for host, links in egress.items()}
+
+
+def default_records(width: int) -> int:
+    """How many records a run keeps where `[run] sample` does not say: as many as fit the
+    budget of values per variable, `width` of them (links + flows) per record, at least 500 (fewer
+    say little) and at most 20 000."""
+    return int(np.clip(_RECORD_BUDGET // max(width, 1), 500, 20_000))
 
 
 def choose_grid(scenario: Scenario, base_rtt: np.ndarray, largest_rtt: np.ndarray,
@@ -126,8 +133,7 @@ def choose_grid(scenario: Scenario, base_rtt: np.ndarray, largest_rtt: np.ndarra
     if run.sample is not None:
         per_record = max(1, round(parse_time(run.sample, "run.sample") / dt))
     else:
-        records = int(np.clip(_RECORD_BUDGET // max(width, 1), 500, 20_000))
-        per_record = max(1, math.ceil(steps / records))
+        per_record = max(1, math.ceil(steps / default_records(width)))
     records = math.ceil(steps / per_record)
     history = math.ceil(float(largest_rtt.max()) / dt) + 3
     return dt, Grid(per_record, records, history)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from pathflow.units import parse_time
+from pathflow.scenario import resolve_warmup
 
 __all__ = [
     "bottleneck_frequency",
@@ -33,13 +33,11 @@ __all__ = [
 
 
 def default_warmup(ds: xr.Dataset) -> float:
-    """`[run] warmup` of the scenario in attrs, else a quarter of the recorded time."""
+    """`[run] warmup` of the scenario in attrs, else a quarter of the recorded time
+    (`scenario.resolve_warmup`)."""
     scenario = ds.attrs.get("scenario")
-    if scenario:
-        warmup = tomllib.loads(scenario).get("run", {}).get("warmup")
-        if warmup:
-            return parse_time(warmup, "run.warmup")
-    return 0.25 * float(ds.time[-1])
+    warmup = tomllib.loads(scenario).get("run", {}).get("warmup") if scenario else None
+    return resolve_warmup(warmup, float(ds.time[-1]))
 
 
 def _steady(ds: xr.Dataset, warmup: float | None) -> xr.Dataset:

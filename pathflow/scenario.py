@@ -24,7 +24,7 @@ from pathflow.models.parameters import Parameter, resolve_parameters
 from pathflow.models.registry import CONTROLS, DISCIPLINES, CongestionControl
 from pathflow.units import UnitError, parse_rate, parse_size, parse_time
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario"]
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "resolve_warmup"]
 
 
 class ScenarioError(ValueError):
@@ -233,6 +233,12 @@ def _resolved(declared: tuple[Parameter, ...], given: dict[str, Any], section: s
     return values
 
 
+def resolve_warmup(warmup: str | None, run_length: float) -> float:
+    """Start of the steady window that statistics use (s): `[run] warmup` where it is set, else
+    a quarter of `run_length` (a scenario's duration, or a result's recorded time)."""
+    return parse_time(warmup, "run.warmup") if warmup else 0.25 * run_length
+
+
 class Scenario:
     """A validated scenario. `spec` is the parsed file; properties give SI values.
 
@@ -306,6 +312,11 @@ class Scenario:
     @cached_property
     def duration(self) -> float:
         return parse_time(self.spec.run.duration, "run.duration", allow_zero=False)
+
+    @property
+    def warmup(self) -> float:
+        """Start of the steady window (s): `[run] warmup`, else a quarter of the duration."""
+        return resolve_warmup(self.spec.run.warmup, self.duration)
 
     @cached_property
     def flow_size(self) -> float:

@@ -20,9 +20,16 @@ import numpy as np
 import xarray as xr
 
 from pathflow.compile import Compiled, compile_scenario
-from pathflow.metrics import convergence_time, jain_index, queue_stats, throughput
+from pathflow.metrics import (
+    convergence_time,
+    default_warmup,
+    jain_index,
+    queue_stats,
+    throughput,
+)
 from pathflow.results import trajectory_to_dataset
 from pathflow.scenario import Scenario, ScenarioError
+from pathflow.schema import SWEEP, build_dataset
 from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, pad_problem
 from pathflow.solvers.run import solve_together
@@ -62,7 +69,8 @@ def summarize_point(ds: xr.Dataset) -> dict[str, float]:
     """Scalar summaries of one run: the numbers a sweep plots against flow count."""
     rates = throughput(ds)
     stats = queue_stats(ds)
-    utilization = ds.utilization.sel(time=ds.time > 0.25 * float(ds.time[-1])).mean("time")
+    steady = ds.time > default_warmup(ds)
+    utilization = ds.utilization.sel(time=steady).mean("time")
     link = int(np.argmax(utilization.values))
     convergence = convergence_time(ds)
     return {
@@ -75,13 +83,8 @@ def summarize_point(ds: xr.Dataset) -> dict[str, float]:
         "convergence_time": convergence["time"],
         "settled": math.nan if convergence["reason"] else float(convergence["settled"]),
         "drops": float(ds.drops.isel(link=link).mean()),
-        "window_mean": float(ds.cwnd.sel(time=ds.time > 0.25 * float(ds.time[-1])).mean()),
+        "window_mean": float(ds.cwnd.sel(time=steady).mean()),
     }
-
-
-_UNITS = {"aggregate_throughput": "bytes/s", "jain": "1", "bottleneck_utilization": "1",
-          "queue_mean": "bytes", "queue_p99": "bytes", "queue_max": "bytes",
-          "convergence_time": "s", "settled": "1", "drops": "bytes/s", "window_mean": "bytes"}
 
 
 def compile_together(scenarios: list[Scenario]) -> list[Compiled]:
@@ -218,10 +221,9 @@ def _combine(finished: list[tuple[int, dict[str, float], xr.Dataset]], scenario:
                          combine_attrs="override").sortby("flows")
     finished = sorted(finished, key=lambda item: item[0])
     counts = [n for n, _, _ in finished]
-    data = {key: (("flows",), np.array([summary[key] for _, summary, _ in finished]),
-                  {"units": _UNITS[key]}) for key in _UNITS}
+    data = {key: np.array([summary[key] for _, summary, _ in finished]) for key in finished[0][1]}
     stacked = xr.concat([series for _, _, series in finished], dim="flows", join="override")
-    out = xr.Dataset(data, coords={"flows": ("flows", counts)})
+    out = build_dataset(data, {"flows": counts}, schema=SWEEP, stacked_by="flows")
     out = out.merge(stacked.assign_coords(flows=counts))
     out = out.assign_coords({name: first[name] for name in ("capacity", "buffer", "link_tier")})
     out.attrs = {key: first.attrs[key] for key in ("engine", "pathflow_version", "dt",

@@ -1,4 +1,5 @@
-"""Topology builders: star, dumbbell, fat-tree, leaf-spine and user graphs -> a `Network`.
+"""Topology builders: star, dumbbell, fat-tree, leaf-spine and user graphs -> a `Network`; and
+the empty-queue round trip of a path through it (`path_base_rtt`, `base_rtt`).
 
 Every cable is two directed links, one per direction, each with its own egress queue (the queue of
 the port that transmits onto it). Link names are "src->dst" with node names such as "h3", "s0",
@@ -18,6 +19,7 @@ Node naming:
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +28,7 @@ import networkx as nx
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.units import UnitError, parse_rate, parse_time
 
-__all__ = ["Link", "Network", "build_network"]
+__all__ = ["Link", "Network", "base_rtt", "build_network", "path_base_rtt"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,32 @@ class Network:
 
     def link_between(self, src: str, dst: str) -> int:
         return self.index[f"{src}->{dst}"]
+
+
+def base_rtt(hops: Iterable[tuple[float, float, float]], packet: float, ack: float,
+             header: float = 0.0) -> float:
+    """Empty-queue round trip (s) over `hops`, each (one-way delay s, rate out, rate back):
+    per hop, propagation both ways, one packet serialised out and one ACK back, each with
+    `header` of link framing (store-and-forward, as switches and ns-3 forward).
+
+    Sizes and rates in one unit of data: bytes and bytes/s, or bits and bits/s (the ns-3
+    runner's, whose rates are bits/s).
+    """
+    total = 0.0
+    for delay, rate_out, rate_back in hops:  # summed hop by hop, in path order
+        total += 2 * delay + (packet + header) / rate_out + (ack + header) / rate_back
+    return total
+
+
+def path_base_rtt(network: Network, path: Iterable[int], packet_bytes: float, ack_bytes: float,
+                  header_bytes: float = 0.0) -> float:
+    """Empty-queue round trip (s) of `path` (link indices): data out along it, each ACK back on
+    the reverse link of every hop (`base_rtt`). The fluid model has no framing; the packet
+    engine may add `header_bytes` to every packet and ACK."""
+    links = network.links
+    hops = ((links[i].delay, links[i].capacity,
+             links[network.link_between(links[i].dst, links[i].src)].capacity) for i in path)
+    return base_rtt(hops, packet_bytes, ack_bytes, header_bytes)
 
 
 Cable = tuple[str, str, str]  # (node a, node b, tier)

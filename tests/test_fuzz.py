@@ -149,7 +149,8 @@ def check_outcome(data: dict[str, Any], engine: str, folder: Path) -> str:
         message = result.output.strip()
         assert message and "\n" not in message and "Traceback" not in message, (
             f"not one clear line: {message!r} ({where})")
-        return "error on " + message.removeprefix("error: ").split(":")[0]
+        parts = message.removeprefix("error: ").split(": ")
+        return "error on " + (parts[1] if parts[0].endswith(".toml") else parts[0])
     assert result.exception is None or isinstance(result.exception, SystemExit), (
         f"{type(result.exception).__name__}: {result.exception} ({where})")
     assert result.exit_code == 0, f"exit code {result.exit_code}: {result.output} ({where})"

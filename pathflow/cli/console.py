@@ -12,6 +12,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from pathflow import compilation_cache
 from pathflow.atomic import write_atomically
 from pathflow.scenario import ScenarioError
 from pathflow.units import UnitError
@@ -68,15 +69,7 @@ def setup_jax(threads: int) -> None:
     kernels; handing them between threads costs more than it saves (measured 2.5x slower per
     step with two threads than with one on the DCTCP star; see benchmarks/README.md), so the
     command runs on one CPU unless told otherwise. Must run before JAX's first operation."""
-    import jax
-
     if threads > 0 and hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, set(cpus[:threads]))
-    cache = Path.home() / ".cache" / "pathflow" / "jax"
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", str(cache))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-    except OSError:
-        pass  # a read-only home: run without the persistent cache
+    compilation_cache.enable()

@@ -148,8 +148,7 @@ def objective(
     check_applicable(scenario, names, compiled)
     run_length = run_scenario.duration
     if warmup is None:
-        text = run_scenario.spec.run.warmup
-        cut = parse_time(text, "run.warmup") if text else 0.25 * run_length
+        cut = run_scenario.warmup
     else:
         cut = parse_time(warmup, "warmup") if isinstance(warmup, str) else float(warmup)
     if not 0 <= cut < run_length:

@@ -74,7 +74,7 @@ import pathflow
 from pathflow import Scenario
 from pathflow.compile import compile_scenario
 from pathflow.metrics import convergence_time, hotspots, queue_stats, throughput
-from pathflow.units import format_rate, format_time, parse_time
+from pathflow.units import format_rate, format_time
 from pathflow.validation.cases.common import PACKET, compared_port, share_error
 from pathflow.validation.registry import CaseResult, Check, Scale, case
 
@@ -167,7 +167,7 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
     """The checks of one scenario (see the module docstring), `label` prefixing the quantities,
     and the port that they compare."""
     dctcp = scenario.spec.transport.cc == "dctcp"
-    warmup = parse_time(scenario.spec.run.warmup, "run.warmup")
+    warmup = scenario.warmup
     ranked = hotspots(packet, top=packet.sizes["link"], warmup=warmup)
     link = compared_port(ranked, scenario)
     stalled = timeouts(packet, warmup)

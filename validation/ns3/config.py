@@ -9,9 +9,12 @@ import dataclasses
 import itertools
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from pathflow.topology import base_rtt
 
 __all__ = ["TCP_TYPES", "Ns3Cable", "Ns3Config", "Ns3Network", "Ns3Path", "Routing"]
 
@@ -279,20 +282,22 @@ class Ns3Config:
         network, the largest over the flows' paths (`path_base_rtt_s`)."""
         if self.network is not None:
             return max((self.path_base_rtt_s(p.nodes) for p in self.network.paths), default=0.0)
-        data_tx = (self.packet_bytes + _PPP_HEADER_BYTES) * 8 / self.link_rate_bps
-        ack_tx = (_ACK_BYTES + _PPP_HEADER_BYTES) * 8 / self.link_rate_bps
-        return self.hops * (2 * self.delay_s + data_tx + ack_tx)
+        hop = (self.delay_s, self.link_rate_bps, self.link_rate_bps)
+        return self._base_rtt([hop] * self.hops)
 
     def path_base_rtt_s(self, nodes: tuple[str, ...]) -> float:
         """Empty-queue RTT of the path through `nodes`, data one way and the ACK back."""
         ports = self.ports()
-        total = 0.0
+        hops = []
         for a, b in itertools.pairwise(nodes):
-            rate_ab, delay, _ = ports[(a, b)]
-            rate_ba = ports[(b, a)][0]
-            total += (2 * delay + (self.packet_bytes + _PPP_HEADER_BYTES) * 8 / rate_ab
-                      + (_ACK_BYTES + _PPP_HEADER_BYTES) * 8 / rate_ba)
-        return total
+            rate_out, delay, _ = ports[(a, b)]
+            hops.append((delay, rate_out, ports[(b, a)][0]))
+        return self._base_rtt(hops)
+
+    def _base_rtt(self, hops: Iterable[tuple[float, float, float]]) -> float:
+        """`topology.base_rtt` with ns-3's wire: its ACK size and the PPP header on every
+        packet. Sizes go in bits, as the rates are in bits/s."""
+        return base_rtt(hops, self.packet_bytes * 8, _ACK_BYTES * 8, _PPP_HEADER_BYTES * 8)
 
     def layout(self) -> Ns3Network:
         """The graph ns-3 builds: `network`, or the star's or dumbbell's, in the order in

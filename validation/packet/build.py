@@ -14,17 +14,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pathflow.compile import ACK_BYTES
+from pathflow.compile import ACK_BYTES, default_records
 from pathflow.cost import available_memory
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError
-from pathflow.topology import Network, build_network
+from pathflow.topology import Network, build_network, path_base_rtt
 from pathflow.units import format_bytes
 from pathflow.validation.packet import layout as L
 
 __all__ = ["Built", "Options", "build", "default_sample_interval"]
 
-_RECORD_BUDGET = 500_000  # values per variable, as the fluid model's recorder
 MAX_RTO = 60.0  # s (RFC 6298 allows an upper bound of at least 60 s)
 _ENDLESS = 2**62  # segments of a flow that never ends
 
@@ -55,14 +54,13 @@ class Built:
 
 
 def default_sample_interval(scenario: Scenario, links: int, flows: int) -> float:
-    """`[run] sample`, else the fluid model's record budget (about 5e5 values per variable, 500
-    to 20 000 samples) but at least 10 us."""
+    """`[run] sample`, else as many records as the fluid model keeps (`compile.default_records`)
+    but at least 10 us apart."""
     if scenario.spec.run.sample is not None:
         from pathflow.units import parse_time
 
         return parse_time(scenario.spec.run.sample, "run.sample")
-    records = int(np.clip(_RECORD_BUDGET // max(links + flows, 1), 500, 20_000))
-    return max(scenario.duration / records, 10e-6)
+    return max(scenario.duration / default_records(links + flows), 10e-6)
 
 
 def default_delayed_ack(ack_ratio: float) -> int:
@@ -82,17 +80,6 @@ def growth_mode(ack_ratio: float, delayed_ack: int) -> int:
 def _reverse(network: Network, path: tuple[int, ...]) -> tuple[int, ...]:
     links = network.links
     return tuple(network.link_between(links[i].dst, links[i].src) for i in reversed(path))
-
-
-def _base_rtt(network: Network, path: tuple[int, ...], mss: float, ack: float = ACK_BYTES,
-              header: float = 0.0) -> float:
-    """Propagation both ways, a full packet out and an ACK back per hop (as pathflow.compile)."""
-    total = 0.0
-    for i in path:
-        link = network.links[i]
-        back = network.links[network.link_between(link.dst, link.src)]
-        total += 2 * link.delay + (mss + header) / link.capacity + (ack + header) / back.capacity
-    return total
 
 
 def packet_sender(scenario: Scenario) -> str:
@@ -161,7 +148,8 @@ def _ring(scenario: Scenario, network: Network, routes: Routes, n_senders: int) 
     for path in routes.paths:
         rate = min(network.links[i].capacity for i in path)
         buffers = sum(network.links[i].buffer for i in path if network.links[i].src not in hosts)
-        largest = max(largest, (rate * _base_rtt(network, path, mss) + buffers) / mss)
+        rtt = path_base_rtt(network, path, mss, ACK_BYTES)  # sizing: the fluid model's framing
+        largest = max(largest, (rate * rtt + buffers) / mss)
     slots = 1 << max(6, math.ceil(math.log2(4 * largest + 64)))
     while slots > 64 and slots * n_senders > 2**25:  # memory cap: ~0.3 GB of ring state
         slots //= 2
@@ -216,8 +204,9 @@ def build(scenario: Scenario, options: Options) -> Built:
             raise ScenarioError(f"routing: flow {f} ({flow.src} -> {flow.dst}) leaves its host "
                                 "by several links; the packet engine needs one NIC per sender")
         si[f, L.SI_NIC] = first_links.pop()
-        sf[f, L.SF_BASE_RTT] = min(_base_rtt(network, routes.paths[p], mss, options.ack_bytes,
-                                             options.header_bytes) for p in range(lo, hi))
+        sf[f, L.SF_BASE_RTT] = min(path_base_rtt(network, routes.paths[p], mss,
+                                                 options.ack_bytes, options.header_bytes)
+                                   for p in range(lo, hi))
         segments = _ENDLESS if math.isinf(flow.size) else max(1, math.ceil(flow.size / mss))
         si[f, L.SI_SEGMENTS] = segments
         sf[f, L.SF_LAST_BYTES] = mss if math.isinf(flow.size) else flow.size - (segments - 1) * mss
