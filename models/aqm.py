@@ -47,7 +47,7 @@ Validation
 ----------
 tests/test_properties.py: 0 <= q <= B and departures <= C on random stars (hypothesis); every
 run's invariant report checks work and byte conservation (pathflow.invariants); validation case
-`dctcp_hardware` (validation/cases/fluid.py): step marking on the seed 003 star.
+`dctcp_hardware` (validation/cases/measured.py): step marking on the seed 003 star.
 """
 
 from __future__ import annotations

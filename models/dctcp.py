@@ -36,11 +36,11 @@ min_cwnd keep the floor, as Linux does; a packet-level flow could instead time o
 
 Validation
 ----------
-Validation cases (validation/cases/fluid.py, run by tests/test_validation.py): `dctcp_hardware`, the
-seed 003 star (2 flows, 100 Mb/s, K = 20) against the hardware queue trace; `dctcp_sawtooth`,
-Q_max and amplitude for N in {2, 8, 32}
-(window form);
-`dctcp_star_ns3`: the same star against ns-3's TcpDctcp.
+Validation cases (run by tests/test_validation.py): `dctcp_hardware` (validation/cases/
+measured.py), the seed 003 star (2 flows, 100 Mb/s, K = 20) against the hardware queue trace;
+`dctcp_sawtooth` (validation/cases/closed_forms.py), Q_max and amplitude for N in {2, 8, 32}
+(window form); `dctcp_star_ns3` (validation/cases/ns3.py): the same star against ns-3's
+TcpDctcp.
 
 References
 ----------

@@ -28,10 +28,10 @@ desynchronise, which the mean-field model represents only on average).
 
 Validation
 ----------
-Validation cases (validation/cases/fluid.py, run by tests/test_validation.py): `reno_equilibrium`,
-p = 2 / (b W^2) on a single RED link (mean form); `reno_star_ns3`, the sawtooth (mean queue,
-troughs, maximum) on the 2-flow 100 Mb/s star
-against ns-3 NewReno.
+Validation cases (run by tests/test_validation.py): `reno_equilibrium` (validation/cases/
+closed_forms.py), p = 2 / (b W^2) on a single RED link (mean form); `reno_star_ns3`
+(validation/cases/ns3.py), the sawtooth (mean queue, troughs, maximum) on the 2-flow 100 Mb/s
+star against ns-3 NewReno.
 
 References
 ----------

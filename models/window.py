@@ -39,10 +39,10 @@ No retransmission timeouts (a fluid flow never stalls), no receive-window limit,
 bursts are averaged: a fluid flow loses the expected fraction, not a burst. Fluid flows with equal
 parameters are synchronised; packet-level flows may not be.
 
-Validation (validation/cases/fluid.py, run as tests by tests/test_validation.py): `reno_equilibrium`
-(p = 2/W^2 on one RED link in ``mean`` form), `dctcp_sawtooth` (DCTCP Q_max and amplitude in
-``window`` form), `reno_star_ns3` and `dctcp_star_ns3` (Reno sawtooth
-and DCTCP queue against ns-3).
+Validation (run as tests by tests/test_validation.py): `reno_equilibrium` (p = 2/W^2 on one RED
+link in ``mean`` form) and `dctcp_sawtooth` (DCTCP Q_max and amplitude in ``window`` form) in
+validation/cases/closed_forms.py; `reno_star_ns3` and `dctcp_star_ns3` (Reno sawtooth and DCTCP
+queue against ns-3) in validation/cases/ns3.py.
 """
 
 from __future__ import annotations
