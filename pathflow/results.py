@@ -1,11 +1,11 @@
-"""Simulation results as an xarray Dataset with named dimensions and units (DESIGN §6).
+"""The fluid engine's solver arrays as an xarray Dataset, named and labelled by
+`pathflow.schema` (DESIGN §6).
 
 Dimensions: `time` (s, end of each sample interval), `link` (directed links, named "a->b"),
 `flow` (connections), `subflow` (the senders that own congestion state; for TCP one per flow;
 `subflow_flow` says whose). Per-flow rates and bytes are sums over the flow's subflows.
-Variables carry a `units` attribute. The scenario (TOML), pathflow version, dt and the invariant
-report live in `attrs`. Packet-level results (ns-3, traces) use the same names, so one function
-compares them.
+The scenario (TOML), pathflow version, dt and the invariant report live in `attrs`. The other
+engines and the trace loaders fill the same schema, so one function compares them.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import xarray as xr
 from pathflow.atomic import write_atomically
 from pathflow.compile import Compiled
 from pathflow.routing import Routes
+from pathflow.schema import RESULT, Field, build_dataset
 from pathflow.solvers.dde import Trajectory
 from pathflow.topology import Network
 
@@ -33,24 +34,25 @@ def _version() -> str:
     return __version__
 
 
-def network_coords(network: Network, routes: Routes) -> dict[str, tuple]:
-    """The `link` and `flow` coordinates that every engine's Dataset carries."""
+def network_coords(network: Network, routes: Routes) -> dict[str, Any]:
+    """The values of the `link` and `flow` coordinates that every pathflow engine's Dataset
+    carries (labelled by `schema.build_dataset`)."""
     links, flows = network.links, routes.flows
     return {
-        "link": ("link", [link.name for link in links]),
-        "link_src": ("link", [link.src for link in links]),
-        "link_dst": ("link", [link.dst for link in links]),
-        "link_tier": ("link", [link.tier for link in links]),
-        "capacity": ("link", np.array([link.capacity for link in links]), {"units": "bytes/s"}),
-        "buffer": ("link", np.array([link.buffer for link in links]), {"units": "bytes"}),
-        "delay": ("link", np.array([link.delay for link in links]), {"units": "s"}),
-        "flow": ("flow", np.arange(len(flows))),
-        "src": ("flow", [f.src for f in flows]),
-        "dst": ("flow", [f.dst for f in flows]),
-        "start": ("flow", np.array([f.start for f in flows]), {"units": "s"}),
-        "size": ("flow", np.array([f.size for f in flows]), {"units": "bytes"}),
-        "paths": ("flow", np.bincount(np.asarray(routes.path_flow), minlength=len(flows))),
-        "equal_cost_paths": ("flow", np.asarray(routes.equal_cost)),
+        "link": [link.name for link in links],
+        "link_src": [link.src for link in links],
+        "link_dst": [link.dst for link in links],
+        "link_tier": [link.tier for link in links],
+        "capacity": np.array([link.capacity for link in links]),
+        "buffer": np.array([link.buffer for link in links]),
+        "delay": np.array([link.delay for link in links]),
+        "flow": np.arange(len(flows)),
+        "src": [f.src for f in flows],
+        "dst": [f.dst for f in flows],
+        "start": np.array([f.start for f in flows]),
+        "size": np.array([f.size for f in flows]),
+        "paths": np.bincount(np.asarray(routes.path_flow), minlength=len(flows)),
+        "equal_cost_paths": np.asarray(routes.equal_cost),
     }
 
 
@@ -80,44 +82,32 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
 
     t = trajectory
     variables: dict[str, Any] = {
-        "queue": (("time", "link"), lk(t.queue), {"units": "bytes",
-                                                  "long_name": "egress queue (instantaneous)"}),
-        "queue_max": (("time", "link"), lk(t.queue_max),
-                      {"units": "bytes", "long_name": "largest queue within the sample interval"}),
-        "queue_min": (("time", "link"), lk(t.queue_min),
-                      {"units": "bytes", "long_name": "smallest queue within the sample interval"}),
-        "link_arrival": (("time", "link"), lk(t.arrival), {"units": "bytes/s"}),
-        "link_departure": (("time", "link"), lk(t.departure), {"units": "bytes/s"}),
-        "utilization": (("time", "link"), lk(t.departure) / capacity, {"units": "1"}),
-        "drops": (("time", "link"), lk(t.drop), {"units": "bytes/s"}),
-        "marks": (("time", "link"), lk(t.mark), {"units": "bytes/s"}),
-        "marking": (("time", "link"),
-                    np.divide(lk(t.mark), lk(t.arrival), out=np.zeros_like(lk(t.mark)),
-                              where=lk(t.arrival) > 0),
-                    {"units": "1", "long_name": "fraction of arriving bytes ECN-marked"}),
-        "flow_rate": (("time", "flow"), fl(t.flow_rate),
-                      {"units": "bytes/s", "long_name": "rate delivered to the receiver"}),
-        "send_rate": (("time", "flow"), fl(t.send_rate), {"units": "bytes/s"}),
-        "delivered": (("time", "flow"), fl(t.delivered), {"units": "bytes"}),
-        "completion_time": (("flow",), _per_flow_first(np.asarray(t.completion)[-1], flow_of,
-                                                       n_flows),
-                            {"units": "s", "long_name": "time the last byte arrived (inf: never)"}),
-        "subflow_rate": (("time", "subflow"), sub(t.flow_rate), {"units": "bytes/s"}),
-        "rtt": (("time", "subflow"), sub(t.rtt), {"units": "s"}),
-        "cwnd": (("time", "subflow"), sub(t.state["cwnd"]) * mss, {"units": "bytes"}),
-        "dt": (("time",), np.asarray(t.dt, dtype=float),
-               {"units": "s", "long_name": "integration step (chosen from the dynamics)"}),
+        "queue": lk(t.queue),
+        "queue_max": lk(t.queue_max),
+        "queue_min": lk(t.queue_min),
+        "link_arrival": lk(t.arrival),
+        "link_departure": lk(t.departure),
+        "utilization": lk(t.departure) / capacity,
+        "drops": lk(t.drop),
+        "marks": lk(t.mark),
+        "marking": np.divide(lk(t.mark), lk(t.arrival), out=np.zeros_like(lk(t.mark)),
+                             where=lk(t.arrival) > 0),
+        "flow_rate": fl(t.flow_rate),
+        "send_rate": fl(t.send_rate),
+        "delivered": fl(t.delivered),
+        "completion_time": _per_flow_first(np.asarray(t.completion)[-1], flow_of, n_flows),
+        "subflow_rate": sub(t.flow_rate),
+        "rtt": sub(t.rtt),
+        "cwnd": sub(t.state["cwnd"]) * mss,  # the model's packets -> bytes
+        "dt": np.asarray(t.dt, dtype=float),
     }
-    for name, values in t.state.items():
-        if name != "cwnd":
-            variables[name] = (("time", "subflow"), sub(values),
-                               {"units": compiled.model.state_units.get(name, "1")})
+    variables.update({name: sub(values) for name, values in t.state.items() if name != "cwnd"})
     coords = {
-        "time": ("time", time, {"units": "s"}),
+        "time": time,
         **network_coords(network, routes),
-        "cc": ("flow", [compiled.model.name] * n_flows),
-        "subflow": ("subflow", np.arange(n_subflows)),
-        "subflow_flow": ("subflow", flow_of),
+        "cc": [compiled.model.name] * n_flows,
+        "subflow": np.arange(n_subflows),
+        "subflow_flow": flow_of,
     }
     attrs = {
         "engine": "pathflow fluid",
@@ -129,7 +119,23 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "packet_bytes": mss,
         "precision": compiled.scenario.spec.run.precision,
     }
-    return xr.Dataset(variables, coords=coords, attrs=attrs)
+    return build_dataset(variables, coords, attrs, extra=_new_state(compiled.model.state_units,
+                                                                    t.state))
+
+
+def _new_state(units: dict[str, str], state: dict[str, Any]) -> dict[str, Field]:
+    """Declarations for controller state the schema does not know (a newly added model's):
+    a model needs no schema entry of its own. Known state must keep its declared unit."""
+    extra = {}
+    for name in state:
+        unit = units.get(name, "1")
+        declared = RESULT.variables.get(name)
+        if declared is None:
+            extra[name] = Field(("time", "subflow"), unit, f"controller state {name!r}")
+        elif name != "cwnd" and declared.units != unit:
+            raise ValueError(f"model state {name!r} in {unit!r}, pathflow.schema declares "
+                             f"{declared.units!r}")
+    return extra
 
 
 def _per_flow_first(values: np.ndarray, flow_of: np.ndarray, n_flows: int) -> np.ndarray:

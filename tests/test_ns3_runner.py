@@ -14,6 +14,7 @@ import xarray as xr
 
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError, load_scenario
+from pathflow.schema import ENGINE_REQUIRED, check_dataset
 from pathflow.topology import Network, build_network
 from pathflow.validation.ns3 import (
     Ns3Config,
@@ -60,8 +61,9 @@ def test_dctcp_star_holds_queue_at_threshold() -> None:
     )  # fmt: skip
     ds = run_ns3(cfg, timeout_s=600)
 
-    assert set(ds.dims) == {"time", "link", "flow"}
-    assert ds.sizes["time"] == 300 and ds.sizes["flow"] == 2
+    assert set(ds.dims) == {"time", "link", "flow", "subflow"}
+    assert ds.sizes["time"] == 300 and ds.sizes["flow"] == ds.sizes["subflow"] == 2
+    check_dataset(ds, required=ENGINE_REQUIRED)
     np.testing.assert_allclose(ds.time.values[[0, -1]], [1e-3, 0.3])
     assert "s0->r0" in ds.link.values and ds.attrs["bottleneck_link"] == "s0->r0"
     assert list(ds.src.values) == ["h0", "h1"] and list(ds.dst.values) == ["r0", "r0"]

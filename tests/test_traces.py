@@ -140,7 +140,7 @@ def test_pcap_ethernet_rates_are_exact(tmp_path: Path) -> None:
     check_rates(ds)
     assert list(ds.src.values) == [f"{A}:5000", f"{C}:6000", f"{A}:7000"]
     assert list(ds.dst.values) == [f"{B}:80", f"{B}:80", f"{C}:53"]
-    assert list(ds.proto.values) == ["tcp", "tcp", "udp"]
+    assert list(ds.ip_protocol.values) == ["tcp", "tcp", "udp"]
     np.testing.assert_allclose(ds.start.values, [0.0002, 0.0011, 0.0017], atol=1e-9)
     for name in ("flow_rate", "payload_rate", "link_departure"):
         assert ds[name].attrs["units"] == "bytes/s"

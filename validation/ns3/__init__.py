@@ -53,8 +53,9 @@ What it models
   base RTTs).
 
 Observables (sampled every ``sample_interval_s`` from C++, no per-packet Python callbacks):
-queue backlog per egress port, per-port departure / drop / mark rates, per-flow goodput,
-congestion window, an RTT estimate and, for DCTCP, alpha. All byte counts are IP bytes
+queue backlog per egress port, per-port departure / drop / mark rates, per-flow goodput, and per
+sender (``subflow``, one per flow, as in every pathflow result) the congestion window, an RTT
+estimate and, for DCTCP, alpha. All byte counts are IP bytes
 (IP + TCP headers + payload; the 2-byte PPP header is excluded); ``flow_rate`` is goodput
 (application payload). Ports are named ``from->to`` with the node names (``edge0_0->agg0_1``).
 For networks, the attribute ``unrouted_packets`` counts packets that no flow table recognised

@@ -1,13 +1,12 @@
-"""The arrays the ns-3 child process samples -> a Dataset with the names and units of
-`pathflow.results` (cumulative byte counters become per-interval rates)."""
+"""The arrays the ns-3 child process samples -> a Dataset labelled by `pathflow.schema`, like
+the other engines' (cumulative byte counters become per-interval rates)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from pathflow.schema import build_dataset
 from pathflow.validation.ns3.config import TCP_TYPES, Ns3Config
 
 __all__ = ["ENGINE", "to_dataset"]
@@ -21,40 +20,19 @@ def _rate(cumulative: np.ndarray, dt: float) -> np.ndarray:
     return (cumulative - prev) / dt
 
 
-# name -> (dims, key in the child's arrays, cumulative counter?, units, long_name)
-_VARIABLES: dict[str, tuple[tuple[str, str], str, bool, str, str]] = {
-    "queue": (
-        ("time", "link"), "queue", False, "bytes",
-        "egress backlog (queue disc + device queue), sampled",
-    ),
-    "link_departure": (
-        ("time", "link"), "tx", True, "bytes/s",
-        "IP bytes whose transmission finished in the interval, per second",
-    ),
-    "drops": (
-        ("time", "link"), "drop", True, "bytes/s",
-        "IP bytes dropped at the port in the interval, per second",
-    ),
-    "marks": (
-        ("time", "link"), "mark", True, "bytes/s",
-        "IP bytes CE-marked at the port in the interval, per second",
-    ),
-    "flow_rate": (
-        ("time", "flow"), "rx", True, "bytes/s",
-        "goodput: payload bytes delivered to the receiving application, per second",
-    ),
-    "cwnd": (
-        ("time", "flow"), "cwnd", False, "bytes",
-        "sender congestion window, sampled (NaN before the flow starts, 0 until connected)",
-    ),
-    "rtt": (
-        ("time", "flow"), "rtt", False, "s",
-        "latest completed RTT probe: new data sent -> first ACK/SACK covering it",
-    ),
-    "alpha": (
-        ("time", "flow"), "alpha", False, "1",
-        "DCTCP congestion estimate alpha, latest update",
-    ),
+# name -> (key in the child's arrays, cumulative counter?, how ns-3 measures it). Per flow
+# and per subflow are one thing here: every flow is one TCP connection, subflow i of flow i.
+_VARIABLES: dict[str, tuple[str, bool, str]] = {
+    "queue": ("queue", False, "egress backlog (queue disc + device queue), sampled"),
+    "link_departure": ("tx", True, "IP bytes whose transmission finished in the interval"),
+    "drops": ("drop", True, "IP bytes dropped at the port in the interval"),
+    "marks": ("mark", True, "IP bytes CE-marked at the port in the interval"),
+    "flow_rate": ("rx", True, "goodput: payload bytes delivered to the receiving application"),
+    "cwnd": ("cwnd", False, "sender congestion window, sampled (NaN before the flow starts, 0 "
+                            "until connected)"),
+    "rtt": ("rtt", False, "latest completed RTT probe: new data sent -> first ACK/SACK "
+                          "covering it"),
+    "alpha": ("alpha", False, "DCTCP congestion estimate alpha, latest update"),
 }  # fmt: skip
 
 
@@ -64,34 +42,20 @@ def to_dataset(cfg: Ns3Config, a: dict[str, np.ndarray], wall_time_s: float) -> 
     included."""
     dt = cfg.sample_interval_s
     ends = cfg.flow_endpoints()
-    data_vars: dict[str, Any] = {}
-    for name, (dims, key, cumulative, units, desc) in _VARIABLES.items():
+    variables: dict[str, np.ndarray] = {}
+    for name, (key, cumulative, _) in _VARIABLES.items():
         if name == "alpha" and cfg.cc != "dctcp":
             continue
         values = _rate(a[key], dt) if cumulative else a[key]
-        data_vars[name] = (dims, values.astype(np.float64), {"units": units, "long_name": desc})
+        variables[name] = values.astype(np.float64)
     coords = {
-        "time": (
-            "time",
-            a["time"],
-            {"units": "s", "long_name": "sample instant; rates average over the preceding step"},
-        ),
-        "link": (
-            "link",
-            np.array([str(x) for x in a["link_names"]], dtype=object),
-            {"units": "1", "long_name": "egress port 'from->to'"},
-        ),
-        "flow": ("flow", np.arange(cfg.flows), {"units": "1", "long_name": "flow index"}),
-        "src": (
-            "flow",
-            np.array([s for s, _ in ends], dtype=object),
-            {"units": "1", "long_name": "sending host"},
-        ),
-        "dst": (
-            "flow",
-            np.array([d for _, d in ends], dtype=object),
-            {"units": "1", "long_name": "receiving host"},
-        ),
+        "time": a["time"],
+        "link": np.array([str(x) for x in a["link_names"]], dtype=object),
+        "flow": np.arange(cfg.flows),
+        "src": np.array([s for s, _ in ends], dtype=object),
+        "dst": np.array([d for _, d in ends], dtype=object),
+        "subflow": np.arange(cfg.flows),
+        "subflow_flow": np.arange(cfg.flows),
     }
     attrs = {
         "engine": ENGINE,
@@ -111,4 +75,5 @@ def to_dataset(cfg: Ns3Config, a: dict[str, np.ndarray], wall_time_s: float) -> 
         attrs["unrouted_packets"] = int(a.get("unrouted", 0))
     if cfg.pcap_path is not None:
         attrs["pcap"] = str(cfg.pcap_path)
-    return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
+    comments = {name: comment for name, (_, _, comment) in _VARIABLES.items() if name in variables}
+    return build_dataset(variables, coords, attrs, comments=comments)

@@ -1,5 +1,5 @@
-"""The simulator's samples as an xarray Dataset with the names, dimensions and units of fluid
-results (`pathflow.results`), so that `pathflow.metrics` and comparisons apply unchanged.
+"""The simulator's samples as an xarray Dataset labelled by `pathflow.schema`, like fluid
+results, so that `pathflow.metrics` and comparisons apply unchanged.
 
 Byte counts are wire bytes of full packets (mss-sized data packets, 64-byte ACKs), as the fluid
 model counts them; `flow_rate` is the rate of in-order delivery to the receiving application.
@@ -14,10 +14,17 @@ import numpy as np
 import xarray as xr
 
 from pathflow.results import network_coords
+from pathflow.schema import build_dataset
 from pathflow.validation.packet import layout as L
 from pathflow.validation.packet.build import Built
 
 __all__ = ["to_dataset"]
+
+# How the packet level measures what the schema names, where it says more than the long name.
+_COMMENTS = {
+    "queue": "bytes waiting; the packet being transmitted not counted",
+    "rtt": "mean RTT sample in the interval (else the last)",
+}
 
 
 def _rate(cumulative: np.ndarray, interval: float) -> np.ndarray:
@@ -49,50 +56,37 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
     marking = np.divide(marks, arrival, out=np.zeros_like(marks), where=arrival > 0)
     cwnd, ssthresh = rs[:, :, L.RS_CWND], rs[:, :, L.RS_SSTHRESH]
     variables: dict[str, Any] = {
-        "queue": (("time", "link"), rl[:, :, L.RL_QUEUE],
-                  {"units": "bytes", "long_name": "egress queue (instantaneous; bytes waiting, "
-                                                  "the packet being transmitted not counted)"}),
-        "queue_max": (("time", "link"), rl[:, :, L.RL_QUEUE_MAX],
-                      {"units": "bytes", "long_name": "largest queue within the sample interval"}),
-        "queue_min": (("time", "link"), rl[:, :, L.RL_QUEUE_MIN],
-                      {"units": "bytes", "long_name": "smallest queue within the sample interval"}),
-        "link_arrival": (("time", "link"), arrival, {"units": "bytes/s"}),
-        "link_departure": (("time", "link"), rl[:, :, L.RL_DEPARTURE], {"units": "bytes/s"}),
-        "utilization": (("time", "link"), rl[:, :, L.RL_DEPARTURE] / capacity, {"units": "1"}),
-        "drops": (("time", "link"), rl[:, :, L.RL_DROP], {"units": "bytes/s"}),
-        "marks": (("time", "link"), marks, {"units": "bytes/s"}),
-        "marking": (("time", "link"), marking,
-                    {"units": "1", "long_name": "fraction of arriving bytes ECN-marked"}),
-        "flow_rate": (("time", "flow"), _rate(delivered, interval),
-                      {"units": "bytes/s", "long_name": "rate delivered to the receiver"}),
-        "send_rate": (("time", "flow"), _rate(sent, interval), {"units": "bytes/s"}),
-        "delivered": (("time", "flow"), delivered, {"units": "bytes"}),
-        "completion_time": (("flow",), np.where(np.isfinite(completion), completion, math.inf),
-                            {"units": "s", "long_name": "time the last byte arrived (inf: never)"}),
-        "subflow_rate": (("time", "subflow"), _rate(rs[:, :, L.RS_DELIVERED], interval),
-                         {"units": "bytes/s"}),
-        "rtt": (("time", "subflow"), rs[:, :, L.RS_RTT],
-                {"units": "s", "long_name": "mean RTT sample in the interval (else the last)"}),
-        "cwnd": (("time", "subflow"), cwnd, {"units": "bytes"}),
-        "ssthresh": (("time", "subflow"), ssthresh, {"units": "bytes"}),
-        "slow_start": (("time", "subflow"), (cwnd < ssthresh).astype(np.float64), {"units": "1"}),
-        "lost": (("time", "subflow"), rs[:, :, L.RS_DROPPED],
-                 {"units": "packets", "long_name": "packets of the subflow dropped so far "
-                                                   "(data and its ACKs)"}),
+        "queue": rl[:, :, L.RL_QUEUE],
+        "queue_max": rl[:, :, L.RL_QUEUE_MAX],
+        "queue_min": rl[:, :, L.RL_QUEUE_MIN],
+        "link_arrival": arrival,
+        "link_departure": rl[:, :, L.RL_DEPARTURE],
+        "utilization": rl[:, :, L.RL_DEPARTURE] / capacity,
+        "drops": rl[:, :, L.RL_DROP],
+        "marks": marks,
+        "marking": marking,
+        "flow_rate": _rate(delivered, interval),
+        "send_rate": _rate(sent, interval),
+        "delivered": delivered,
+        "completion_time": np.where(np.isfinite(completion), completion, math.inf),
+        "subflow_rate": _rate(rs[:, :, L.RS_DELIVERED], interval),
+        "rtt": rs[:, :, L.RS_RTT],
+        "cwnd": cwnd,
+        "ssthresh": ssthresh,
+        "slow_start": (cwnd < ssthresh).astype(np.float64),
+        "lost": rs[:, :, L.RS_DROPPED],
     }
     is_dctcp = si[:, L.SI_CC] == L.CC_DCTCP
     if np.any(is_dctcp):
-        alpha = np.where(is_dctcp, rs[:, :, L.RS_ALPHA], np.nan)
-        variables["alpha"] = (("time", "subflow"), alpha, {"units": "1"})
+        variables["alpha"] = np.where(is_dctcp, rs[:, :, L.RS_ALPHA], np.nan)
     cc_names = {code: name for name, code in L.CC_CODES.items()}
     n_sub = si.shape[0]
     coords = {
-        "time": ("time", time, {"units": "s"}),
+        "time": time,
         **network_coords(network, routes),
-        "cc": ("flow", [cc_names[int(si[np.argmax(flow_of == f), L.SI_CC])]
-                        for f in range(n_flows)]),
-        "subflow": ("subflow", np.arange(n_sub)),
-        "subflow_flow": ("subflow", flow_of.copy()),
+        "cc": [cc_names[int(si[np.argmax(flow_of == f), L.SI_CC])] for f in range(n_flows)],
+        "subflow": np.arange(n_sub),
+        "subflow_flow": flow_of.copy(),
     }
     attrs = {
         "engine": "pathflow packet",
@@ -117,4 +111,4 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         "window_cap_segments": sim.cfg.ring - 1,
         **extra_attrs,
     }
-    return xr.Dataset(variables, coords=coords, attrs=attrs)
+    return build_dataset(variables, coords, attrs, comments=_COMMENTS)

@@ -1,10 +1,11 @@
 """Loading traces and measurements into Datasets with the names and units of simulation results.
 
-Every loader returns an `xarray.Dataset` that uses the vocabulary of `pathflow.results`
-(dimensions `time`, `link`, `flow`; rates in bytes/s, sizes in bytes, times in s; every variable
-carries a `units` attribute), so that `pathflow.metrics` and the comparison functions apply
-unchanged. A file that cannot be read raises `TraceError` (a `ValueError`) whose one-line message
-starts with the file name and says what is wrong.
+Every loader returns an `xarray.Dataset` labelled by `pathflow.schema`, the vocabulary of
+simulation results (dimensions `time`, `link`, `flow`; rates in bytes/s, sizes in bytes, times in
+s; every number carries a `units` attribute), so that `pathflow.metrics` and the comparison
+functions apply unchanged. A trace has the variables its file holds, not all of an engine's. A
+file that cannot be read raises `TraceError` (a `ValueError`) whose one-line message starts with
+the file name and says what is wrong.
 
 =========================  ==============================================================
 loader                     returns

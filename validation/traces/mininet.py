@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from pathflow.schema import build_dataset
 from pathflow.validation.traces.files import TraceError, read_head, trace_error
 
 __all__ = ["load_mininet_records", "write_mininet_csv"]
@@ -224,45 +225,38 @@ def _mininet_dataset(path: Path, flows: list[_MininetFlow]) -> xr.Dataset:
             path_links[i, j, k] = links
             path_bytes[i, j, k] = nbytes
     meta = [metas[r] for r in records]
-    rf = ("record", "flow")
-    return xr.Dataset(
+    return build_dataset(
         {
-            "goodput": (rf, goodput, {"units": "bytes/s", "long_name": "file size / FCT"}),
-            "throughput": (rf, throughput, {
-                "units": "bytes/s", "long_name": "bytes seen on the network / FCT"}),
-            "fct": (rf, fct, {"units": "s",
-                              "long_name": "flow completion time: first request to last FIN"}),
-            "mean_network_utilization": (rf, util, {
-                "units": "1", "long_name": "(1/P) sum_p b_p / max_q b_q over the P shortest "
-                                           "paths of the host pair"}),
-            "total_bytes": (rf, total, {"units": "bytes",
-                                        "long_name": "bytes seen on the network"}),
-            "shortest_path_bytes": (rf, shortest, {
-                "units": "bytes", "long_name": "bytes seen on the shortest paths"}),
-            "path_bytes": (("record", "flow", "path"), path_bytes, {
-                "units": "bytes", "long_name": "bytes seen on each path (0: unused slot)"}),
+            "goodput": goodput,
+            "throughput": throughput,
+            "fct": fct,
+            "mean_network_utilization": util,
+            "total_bytes": total,
+            "shortest_path_bytes": shortest,
+            "path_bytes": path_bytes,
         },
-        coords={
-            "record": ("record", np.array(records)),
-            **{key: ("record", np.array([m[key] for m in meta],
-                                        dtype=object if isinstance(meta[0][key], str) else None))
+        {
+            "record": np.array(records),
+            **{key: np.array([m[key] for m in meta],
+                             dtype=object if isinstance(meta[0][key], str) else None)
                for key in _MININET_META},
-            "flow": ("flow", np.arange(n_flow)),
-            "run": ("flow", run),
-            "path": ("path", np.arange(n_path)),
-            "src": (rf, src, {"long_name": "iperf client (data sender)"}),
-            "dst": (rf, dst, {"long_name": "iperf server (data receiver)"}),
-            "size": (rf, size, {"units": "bytes"}),
-            "equal_cost_paths": (rf, ecmp, {"units": "1"}),
-            "path_links": (("record", "flow", "path"), path_links,
-                           {"long_name": "link ids along the path ('' : unused slot)"}),
+            "flow": np.arange(n_flow),
+            "run": run,
+            "path": np.arange(n_path),
+            "src": src,
+            "dst": dst,
+            "size": size,
+            "equal_cost_paths": ecmp,
+            "path_links": path_links,
         },
-        attrs={
+        {
             "engine": "Mininet + P4 (bmv2) + Linux MPTCP, seeds 000/002 (silent network)",
             "source": str(path),
             "topology": "fat-tree k=4, 16 hosts, every link 20 Mb/s",
             "link_rate_bps": 20e6,
         },
+        stacked_by="record",  # a record is one test configuration, with flows of its own
+        comments={"src": "iperf client (data sender)", "dst": "iperf server (data receiver)"},
     )
 
 

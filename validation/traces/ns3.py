@@ -21,11 +21,12 @@ def load_ns3(path: str | Path) -> xr.Dataset:
     """A saved ns-3 result (netCDF written by `Dataset.to_netcdf` or
     `pathflow.results.write_dataset` from `run_ns3` / `simulate_ns3`), loaded into memory.
 
-    Returns the Dataset as the runner made it: `queue` (bytes), `link_departure`, `drops`,
-    `marks`, `flow_rate` (bytes/s), `cwnd` (bytes), `rtt` (s), `alpha` over (time, link /
-    flow), with its attrs. Attributes that `write_dataset` stored as JSON text because they
-    were dicts or lists become dicts and lists again; `config` stays the JSON text that
-    `Ns3Config.from_json` reads.
+    Returns the Dataset as the runner made it (`pathflow.schema`): `queue` (bytes),
+    `link_departure`, `drops`, `marks` (bytes/s) over (time, link), `flow_rate` (bytes/s) over
+    (time, flow), `cwnd` (bytes), `rtt` (s), `alpha` over (time, subflow), with its attrs
+    (results saved before the schema have cwnd, rtt and alpha on `flow`). Attributes that
+    `write_dataset` stored as JSON text because they were dicts or lists become dicts and
+    lists again; `config` stays the JSON text that `Ns3Config.from_json` reads.
     """
     path = Path(path)
     head = read_head(path, 8)

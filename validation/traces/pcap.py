@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 from numba import njit
 
+from pathflow.schema import build_dataset
 from pathflow.validation.traces.files import trace_error
 from pathflow.validation.traces.frames import LINKTYPE_NAMES, PROTO_NAMES
 from pathflow.validation.traces.packets import Packets, read_packets
@@ -40,6 +41,14 @@ def _bin_packets(time: np.ndarray, flow: np.ndarray, ip_bytes: np.ndarray,
     return flow_ip, flow_payload, link
 
 
+# How a capture measures what the schema names (every time is s since t0).
+_COMMENTS = {
+    "flow_rate": "IP bytes of the flow's packets seen in the interval, per second",
+    "link_departure": "IP bytes of the packets seen in the interval, per second",
+    "time": "end of each bin, s since t0",
+    "start": "first packet, s since t0",
+}
+
 _MAX_CELLS = 2e8  # 1.6 GB of float64: beyond this a bin width is surely a mistake
 
 
@@ -60,8 +69,8 @@ def load_pcap(path: str | Path, bin_width: float = 1e-3, *, t0: float | None = N
         link: the capture is taken to be one link; `direction` below);
     with coordinates `time` (s since `t0`, the end of each bin, as in simulation results:
     the rate at `time` averages over the preceding `bin_width`), `flow` (0..n-1 in order of
-    first appearance), `src` / `dst` ("ip:port", IPv6 as "[ip]:port"), `proto` ("tcp" /
-    "udp") and `start` (s since `t0` of the flow's first packet).
+    first appearance), `src` / `dst` ("ip:port", IPv6 as "[ip]:port"), `ip_protocol`
+    ("tcp" / "udp") and `start` (s since `t0` of the flow's first packet).
 
     A flow is one direction of a TCP or UDP 5-tuple that carries payload in at least one
     packet: for a bulk TCP transfer the data direction is a flow and the pure-ACK reverse
@@ -141,31 +150,22 @@ def load_pcap(path: str | Path, bin_width: float = 1e-3, *, t0: float | None = N
         time, flow, ip_bytes, payload, on_link, start, float(bin_width), n_bins, n_flows)
 
     conns = [packets.connections[c] for c in data_conns]
-    return xr.Dataset(
+    return build_dataset(
         {
-            "flow_rate": (("time", "flow"), flow_ip / bin_width, {
-                "units": "bytes/s",
-                "long_name": "IP bytes of the flow's packets seen in the interval, per second"}),
-            "payload_rate": (("time", "flow"), flow_payload / bin_width, {
-                "units": "bytes/s",
-                "long_name": "TCP/UDP payload bytes seen in the interval (retransmissions "
-                             "included), per second"}),
-            "link_departure": (("time", "link"), link_bytes[:, None] / bin_width, {
-                "units": "bytes/s",
-                "long_name": "IP bytes of the packets seen in the interval, per second"}),
+            "flow_rate": flow_ip / bin_width,
+            "payload_rate": flow_payload / bin_width,
+            "link_departure": link_bytes[:, None] / bin_width,
         },
-        coords={
-            "time": ("time", (np.arange(n_bins) + 1) * bin_width,
-                     {"units": "s", "long_name": "end of each bin, s since t0"}),
-            "link": ("link", np.array([link], dtype=object)),
-            "flow": ("flow", np.arange(n_flows)),
-            "src": ("flow", np.array([_endpoint(c[0], c[1]) for c in conns], dtype=object)),
-            "dst": ("flow", np.array([_endpoint(c[2], c[3]) for c in conns], dtype=object)),
-            "proto": ("flow", np.array([PROTO_NAMES[c[4]] for c in conns], dtype=object)),
-            "start": ("flow", first[data_conns] - start if n_flows else np.zeros(0),
-                      {"units": "s", "long_name": "first packet, s since t0"}),
+        {
+            "time": (np.arange(n_bins) + 1) * bin_width,
+            "link": np.array([link], dtype=object),
+            "flow": np.arange(n_flows),
+            "src": np.array([_endpoint(c[0], c[1]) for c in conns], dtype=object),
+            "dst": np.array([_endpoint(c[2], c[3]) for c in conns], dtype=object),
+            "ip_protocol": np.array([PROTO_NAMES[c[4]] for c in conns], dtype=object),
+            "start": first[data_conns] - start if n_flows else np.zeros(0),
         },
-        attrs={
+        {
             "engine": f"pcap {path.name}",
             "source": str(path),
             "sample_interval": float(bin_width),
@@ -179,6 +179,7 @@ def load_pcap(path: str | Path, bin_width: float = 1e-3, *, t0: float | None = N
             "non_ip_frames": packets.non_ip_frames,
             "truncated": int(packets.truncated),
         },
+        comments=_COMMENTS,
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from pathflow.schema import build_dataset
 from pathflow.validation.traces.files import read_head, trace_error
 
 __all__ = ["load_queue_trace"]
@@ -35,10 +36,10 @@ def load_queue_trace(path: str | Path, packet_bytes: float = 1514.0, link: str =
     except OSError as error:
         raise trace_error(path, f"cannot read ({error.strerror or error})") from None
     time, queue = _parse_queue_csv(path, text)
-    return xr.Dataset(
-        {"queue": (("time", "link"), (queue * packet_bytes)[:, None], {"units": "bytes"})},
-        coords={"time": ("time", time, {"units": "s"}), "link": [link]},
-        attrs={"engine": source or f"trace {path.name}", "packet_bytes": packet_bytes},
+    return build_dataset(
+        {"queue": (queue * packet_bytes)[:, None]},
+        {"time": time, "link": [link]},
+        {"engine": source or f"trace {path.name}", "packet_bytes": packet_bytes},
     )
 
 
