@@ -7,12 +7,13 @@ an impossible pattern on the topology, a threshold above the buffer, a run that 
 memory). Anything else, a traceback or a violated invariant, fails the test with the scenario's
 file in the message.
 
-The draws span every topology kind (a small edge-list graph too), link rates from 1 Kb/s to
-1 Tb/s, delays from 0.1 us to 1 s, buffers from one packet to 1 GB, 1 to 3,000 flows, finite and
-infinite sizes, starts and jitter, every AQM, routing mode and congestion control, both
-precisions. Durations are drawn in round trips (from half of one to many), and capped so that a
-run stays short: the CI profile is derandomised (the same cases every time) and sized to a few
-minutes per engine; `pytest --nightly` runs the long profile (more cases, longer runs).
+The draws span every topology kind (a small edge-list graph too) with per-link overrides, link
+rates from 1 Kb/s to 1 Tb/s, delays from 0.1 us to 1 s, buffers from one packet to 1 GB, 1 to 3,000
+flows, finite and infinite sizes, starts and jitter, every AQM, routing mode (and path cap) and
+congestion control, both precisions, warm-ups and sample intervals. Durations are drawn in round
+trips (from half of one to many), and capped so that a run stays short: the CI profile is
+derandomised (the same cases every time) and sized to a few minutes per engine; `pytest --nightly`
+runs the long profile (more cases, longer runs).
 """
 
 from __future__ import annotations
@@ -84,7 +85,12 @@ def aqms(draw: st.DrawFn) -> dict[str, Any]:
 def scenarios(draw: st.DrawFn, round_trips: float, packets: float) -> dict[str, Any]:
     """A scenario file (as a dict) with a duration of about `round_trips` round trips at most,
     and at most about `packets` packet times of one link."""
-    topology = {**draw(TOPOLOGIES),
+    overrides = st.lists(st.fixed_dictionaries(
+        {"match": st.sampled_from(["s0->*", "*->h0", "nothing"])},
+        optional={"link_rate": _quantity(RATE_UNITS, 1e3, 1e12),
+                  "delay": _quantity(TIME_UNITS, 1e-7, 1.0)}), max_size=2)
+    topology = {**draw(TOPOLOGIES), **draw(st.fixed_dictionaries({}, optional={
+                    "links": overrides})),
                 "link_rate": draw(_quantity(RATE_UNITS, 1e3, 1e12)),
                 "delay": draw(_quantity(TIME_UNITS, 1e-7, 1.0)),
                 "buffer": draw(st.one_of(st.integers(1, 10_000).map(lambda n: f"{n}pkt"),
@@ -127,9 +133,14 @@ def scenarios(draw: st.DrawFn, round_trips: float, packets: float) -> dict[str, 
         "aqm": draw(aqms()),
         "traffic": traffic,
         "transport": transport,
-        "routing": {"mode": draw(st.sampled_from(["ecmp", "spray", "static", "shortest"]))},
+        "routing": {"mode": draw(st.sampled_from(["ecmp", "spray", "static", "shortest"])),
+                    **draw(st.fixed_dictionaries({}, optional={"max_paths": st.integers(1, 4)}))},
         "run": {"duration": f"{duration:.6g}s", "seed": draw(st.integers(0, 99)),
-                "precision": draw(st.sampled_from(["float64", "float32"]))},
+                "precision": draw(st.sampled_from(["float64", "float32"])),
+                **{key: f"{fraction * duration:.6g}s" for key, fraction in draw(
+                    st.fixed_dictionaries({}, optional={
+                        "warmup": st.sampled_from([0.0, 0.5, 0.99]),
+                        "sample": st.sampled_from([1e-3, 0.1, 2.0])})).items()}},
     }
 
 

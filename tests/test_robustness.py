@@ -108,3 +108,16 @@ def test_a_short_packet_level_incast_of_2000_flows(tmp_path: Path) -> None:
     assert code == 0, output
     assert holds(out)
     assert "Convergence:" in output
+
+
+def test_acks_queued_at_a_receiver_nic_smaller_than_two_acks(tmp_path: Path) -> None:
+    """Was a false queue-bounds violation: a receiver's NIC queues the ACKs it sends without
+    bound (hosts never drop), so with a one-packet buffer of 64 bytes two ACKs exceed it."""
+    code, output, out = run(tmp_path, {
+        "topology": {"kind": "star", "senders": 1, "link_rate": "1Kbps", "delay": "1us",
+                     "buffer": "1pkt"},
+        "aqm": {"kind": "droptail"}, "traffic": {"pattern": "incast", "flows": 3, "size": "1B"},
+        "transport": {"cc": "reno", "mss": "64B"},
+        "run": {"duration": "5.12001s", "seed": 0}}, "packet")
+    assert code == 0, output
+    assert holds(out)
