@@ -171,7 +171,7 @@ def bench_ns3(scenario: Scenario) -> Ns3Result | str:
     except RuntimeError as error:
         return f"failed: {str(error).splitlines()[0]}"
     sim = ds.attrs.get("sim_wall_time_s")
-    return Ns3Result(simulated_s=scenario.duration,
+    return Ns3Result(simulated_s=scenario.si.run.duration,
                      wall_total_s=float(ds.attrs.get("wall_time_s", outer_s)),
                      wall_sim_s=None if sim is None else float(sim),
                      peak_rss_bytes=_peak_rss_bytes(resource.RUSAGE_CHILDREN))

@@ -93,8 +93,9 @@ def bench_case(case: str, scenario: Scenario, repeat: int) -> CaseResult:
     best = min(runs[1:])
     hops, events = int(ds.attrs["packet_hops"]), int(ds.attrs["events"])
     rate = float(pathflow.metrics.throughput(ds).sum()) * 8 / 1e9
-    return CaseResult(case, ds.sizes["link"], ds.sizes["flow"], scenario.duration, first, best,
-                      events, hops, hops / best, events / best, scenario.duration / best, rate)
+    simulated = scenario.si.run.duration
+    return CaseResult(case, ds.sizes["link"], ds.sizes["flow"], simulated, first, best,
+                      events, hops, hops / best, events / best, simulated / best, rate)
 
 
 def bench_ns3(scenario: Scenario) -> dict[str, Any] | str:

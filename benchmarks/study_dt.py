@@ -95,7 +95,7 @@ def build_case(name: str, quick: bool) -> Any:
     else:
         raise ValueError(f"unknown case {name!r}")
     if quick:
-        scenario = scenario.with_updates({"run.duration": f"{scenario.duration / 10:.9g}s"})
+        scenario = scenario.with_updates({"run.duration": scenario.si.run.duration / 10})
     return scenario
 
 
@@ -160,10 +160,10 @@ def reference_queue(scenario: Any, ds: Any) -> tuple[float, str]:
     """The queueing delay the rule adds to the base RTT, known before running: the marking
     threshold K (ECN step), RED's min threshold, or half the buffer (drop-tail), over the
     fastest link's capacity (the smallest such delay in the network)."""
-    kind = scenario.spec.aqm.kind
+    kind = scenario.si.aqm.kind
     capacity = float(ds.capacity.max())
     try:
-        aqm = scenario.aqm_si
+        aqm = scenario.si.aqm.parameters
         if kind == "ecn_step":
             return float(aqm["threshold"]) / capacity, "K/C"
         if kind == "red":
@@ -190,8 +190,7 @@ def study_case(name: str, multipliers: Sequence[int], quick: bool, control: bool
     packet = float(scenario.packet_bytes)
 
     def simulate(dt: float) -> tuple[Any, float]:
-        updated = scenario.with_updates({"run.dt": f"{dt:.12g}s",
-                                         "run.sample": f"{sample:.12g}s"})
+        updated = scenario.with_updates({"run.dt": dt, "run.sample": sample})
         start = time.perf_counter()
         ds = pathflow.simulate(updated)
         return ds, time.perf_counter() - start
@@ -233,7 +232,7 @@ def study_case(name: str, multipliers: Sequence[int], quick: bool, control: bool
         return best
 
     out: dict[str, Any] = {
-        "case": name, "duration_s": scenario.duration, "dt_default_s": dt0,
+        "case": name, "duration_s": scenario.si.run.duration, "dt_default_s": dt0,
         "sample_s": sample, "link": link, "base_rtt_min_s": base_rtt,
         "rtt_mean_s": ref["rtt_mean_s"], "rtt_min_mean_s": ref["rtt_min_mean_s"],
         "queue_delay_s": queue_delay, "queue_delay_kind": queue_label, "rule_dt_s": rule_dt,

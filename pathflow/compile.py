@@ -36,7 +36,6 @@ from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem, with_hop_layout
 from pathflow.solvers.stepping import Stepping
 from pathflow.topology import Network, build_network, path_base_rtt
-from pathflow.units import parse_time
 
 __all__ = ["ACK_BYTES", "Compiled", "choose_grid", "compile_scenario", "default_records"]
 
@@ -72,10 +71,10 @@ def _queue_params(scenario: Scenario, network: Network) -> tuple[Queues, Any]:
     """Capacity and buffer of every link, and the discipline's values: a switch port's from
     the scenario, the discipline's inert ones at host NICs (plain drop-tail) and the padding
     link."""
-    discipline, values = scenario.discipline, scenario.aqm_si
+    discipline, values = scenario.discipline, scenario.si.aqm.parameters
     hosts = set(network.hosts)
     rows = [discipline.inert() if link.src in hosts
-            else discipline.port(values, link.capacity, scenario.packet_bytes)
+            else discipline.port(values, link.capacity, scenario.si.transport.mss)
             for link in network.links]
     capacity = np.array([link.capacity for link in network.links] + [_PAD_CAPACITY])
     buffer = np.array([link.buffer for link in network.links] + [_PAD_CAPACITY])
@@ -91,7 +90,7 @@ def _path_arrays(scenario: Scenario, network: Network, routes: Routes, nics: set
     largest = np.zeros(len(routes.paths))
     for p, path in enumerate(routes.paths):
         hops[p, : len(path)] = path
-        base[p] = path_base_rtt(network, path, scenario.packet_bytes, ACK_BYTES)
+        base[p] = path_base_rtt(network, path, scenario.si.transport.mss, ACK_BYTES)
         for index in path:
             link = network.links[index]
             if index not in nics:  # host NICs never queue (backpressure, see solvers.dde)
@@ -120,18 +119,18 @@ def default_records(width: int) -> int:
 def choose_grid(scenario: Scenario, base_rtt: np.ndarray, largest_rtt: np.ndarray,
                 aqm: Any, width: int) -> tuple[float, Grid]:
     """dt and the record/history sizes for this scenario (see the module docstring)."""
-    run = scenario.spec.run
+    run = scenario.si.run
     if run.dt is not None:
-        dt = parse_time(run.dt, "run.dt")
+        dt = run.dt
     else:
         dt = float(base_rtt.min()) / 20
         averaging = np.asarray(getattr(aqm, "avg_rate", np.array([np.inf])))
         red = averaging[np.isfinite(averaging)]
         if red.size:
             dt = min(dt, 0.5 / float(red.max()))
-    steps = math.ceil(scenario.duration / dt - 1e-9)
+    steps = math.ceil(run.duration / dt - 1e-9)
     if run.sample is not None:
-        per_record = max(1, round(parse_time(run.sample, "run.sample") / dt))
+        per_record = max(1, round(run.sample / dt))
     else:
         per_record = max(1, math.ceil(steps / default_records(width)))
     records = math.ceil(steps / per_record)
@@ -143,8 +142,8 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     """Network, routes and the solver's arrays for one scenario."""
     network = build_network(scenario)
     routes = build_routes(scenario, network)
-    control = scenario.control
-    model = control.build(scenario.cc_values)
+    transport = scenario.si.transport
+    model = scenario.control.build(transport.parameters)
     queues, aqm = _queue_params(scenario, network)
     host_links = _host_links(network)
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes,
@@ -168,12 +167,12 @@ def compile_scenario(scenario: Scenario) -> Compiled:
         start=np.array([flow.start for flow in routes.flows]),
         size=np.array([flow.size for flow in routes.flows]),
         active=np.ones(n_flows),
-        packet=np.full(n_flows, scenario.packet_bytes),
-        params=model.build_params(scenario.cc_values, n_flows),
+        packet=np.full(n_flows, transport.mss),
+        params=model.build_params(transport.parameters, n_flows),
         dt=np.asarray(dt),
     )
     problem = with_hop_layout(problem)  # what the solver walks (solvers.problem.hop_layout)
-    dtype = jnp.float32 if scenario.spec.run.precision == "float32" else jnp.float64
+    dtype = jnp.float32 if scenario.si.run.precision == "float32" else jnp.float64
     physics = Physics(model, scenario.discipline)
     return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,
                     _stepping(scenario, dt, grid, aqm))
@@ -183,7 +182,7 @@ def _stepping(scenario: Scenario, dt: float, grid: Grid, aqm: Any) -> Stepping |
     """How the solver may coarsen the step: up to the record interval, and no further than
     half of RED's averaging time where there is one; None where `[run] dt` fixes it or RED
     allows nothing coarser."""
-    if scenario.spec.run.dt is not None:
+    if scenario.si.run.dt is not None:
         return None
     finest = grid.steps_per_record
     averaging = np.asarray(getattr(aqm, "avg_rate", np.array([np.inf])))

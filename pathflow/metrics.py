@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from pathflow.scenario import resolve_warmup
+from pathflow.resolved import ResolvedRun, steady_start
+from pathflow.units import parse_time
 
 __all__ = [
     "bottleneck_frequency",
@@ -27,17 +28,27 @@ __all__ = [
     "loss_cycles",
     "mean_network_utilization",
     "queue_stats",
+    "store_warmup",
     "summarize",
     "throughput",
 ]
 
 
 def default_warmup(ds: xr.Dataset) -> float:
-    """`[run] warmup` of the scenario in attrs, else a quarter of the recorded time
-    (`scenario.resolve_warmup`)."""
+    """The start of a result's steady window (s): `attrs["warmup_s"]` where the engine stored it
+    (`store_warmup`), else the `[run] warmup` of the scenario TOML in attrs (a result written
+    before engines stored it), else a quarter of the recorded time (`resolved.steady_start`)."""
+    if "warmup_s" in ds.attrs:
+        return float(ds.attrs["warmup_s"])
     scenario = ds.attrs.get("scenario")
-    warmup = tomllib.loads(scenario).get("run", {}).get("warmup") if scenario else None
-    return resolve_warmup(warmup, float(ds.time[-1]))
+    text = tomllib.loads(scenario).get("run", {}).get("warmup") if scenario else None
+    return steady_start(parse_time(text, "run.warmup") if text else None, float(ds.time[-1]))
+
+
+def store_warmup(ds: xr.Dataset, run: ResolvedRun) -> None:
+    """Keep the start of the steady window of the run `ds` recorded in `attrs["warmup_s"]`,
+    for `default_warmup`: `[run] warmup`, else a quarter of the recorded time."""
+    ds.attrs["warmup_s"] = steady_start(run.warmup, float(ds.time[-1]))
 
 
 def _steady(ds: xr.Dataset, warmup: float | None) -> xr.Dataset:

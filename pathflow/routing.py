@@ -27,7 +27,6 @@ import numpy as np
 
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.topology import Network
-from pathflow.units import parse_time
 
 __all__ = ["Flow", "Routes", "build_routes", "equal_cost_paths"]
 
@@ -213,7 +212,7 @@ def _derangement(n: int, rng: np.random.Generator) -> np.ndarray:
 def _pairs(scenario: Scenario, network: Network, rng: np.random.Generator
            ) -> list[tuple[str, str]]:
     """(source, destination) hosts of every flow; a host never sends to itself."""
-    pattern = scenario.spec.traffic.pattern
+    pattern = scenario.si.traffic.pattern
     if len(network.hosts) < 2:
         raise ScenarioError(f"traffic.pattern: {pattern} needs two hosts; this topology has one")
     pairs = _pattern_pairs(scenario, network, rng)
@@ -228,7 +227,7 @@ def _pairs(scenario: Scenario, network: Network, rng: np.random.Generator
 
 def _pattern_pairs(scenario: Scenario, network: Network, rng: np.random.Generator
                    ) -> list[tuple[str, str]]:
-    traffic = scenario.spec.traffic
+    traffic = scenario.si.traffic
     hosts = network.hosts
     n = len(hosts)
     if traffic.pattern == "incast":
@@ -271,15 +270,13 @@ def _pattern_pairs(scenario: Scenario, network: Network, rng: np.random.Generato
 
 def build_routes(scenario: Scenario, network: Network) -> Routes:
     """Flows of the scenario's traffic pattern and their paths under its routing mode."""
-    traffic, routing, seed = scenario.spec.traffic, scenario.spec.routing, scenario.spec.run.seed
+    traffic, routing, seed = scenario.si.traffic, scenario.si.routing, scenario.si.run.seed
     rng = np.random.default_rng(seed)
     pairs = _pairs(scenario, network, rng)
-    start = parse_time(traffic.start, "traffic.start")
-    jitter = parse_time(traffic.start_jitter, "traffic.start_jitter") if traffic.start_jitter else 0
-    starts = start + jitter * rng.random(len(pairs))
-    if float(starts.max()) >= scenario.duration:
+    starts = traffic.start + (traffic.start_jitter or 0) * rng.random(len(pairs))
+    if float(starts.max()) >= scenario.si.run.duration:
         raise ScenarioError("traffic.start: every flow must start before run.duration ends")
-    flows = [Flow(s, d, float(t0), scenario.flow_size)
+    flows = [Flow(s, d, float(t0), traffic.size)
              for (s, d), t0 in zip(pairs, starts, strict=True)]
     finder = _PathFinder(network, routing.max_paths)
     paths: list[tuple[int, ...]] = []

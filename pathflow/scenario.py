@@ -2,29 +2,44 @@
 
 A scenario names a topology, a queue discipline, a traffic pattern, a transport and a routing mode,
 and how long to run. Every quantity is a string with a unit; `Scenario` holds the validated text
-(so that it can be written back out unchanged) and exposes SI values (bytes, seconds, bytes/s).
-Any error is a `ScenarioError` whose message is one line naming the field and what is allowed.
+(so that it can be written back out unchanged) and resolves it once, while validating, into SI
+values (`scenario.si`, a `pathflow.resolved.Resolved`: bytes, seconds, bytes/s) that everything
+downstream reads. Any error is a `ScenarioError` whose message is one line naming the field and
+what is allowed.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import textwrap
 import tomllib
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tomli_w
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 
 from pathflow.models.aqm import QueueDiscipline
 from pathflow.models.parameters import Parameter, resolve_parameters
 from pathflow.models.registry import CONTROLS, DISCIPLINES, CongestionControl
+from pathflow.resolved import (
+    Resolved,
+    ResolvedAqm,
+    ResolvedLinkOverride,
+    ResolvedRouting,
+    ResolvedRun,
+    ResolvedTopology,
+    ResolvedTraffic,
+    ResolvedTransport,
+)
 from pathflow.units import UnitError, parse_rate, parse_size, parse_time
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "resolve_warmup"]
+__all__ = ["Scenario", "ScenarioError", "load_scenario"]
 
 
 class ScenarioError(ValueError):
@@ -41,10 +56,18 @@ def _checked(parse: Any, **kwargs: Any) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-Rate = Annotated[str, _checked(parse_rate)]
-Time = Annotated[str, _checked(parse_time)]
-Size = Annotated[str, _checked(parse_size, packet_bytes=1.0)]
-FlowSize = Annotated[str, _checked(parse_size, packet_bytes=1.0, allow_inf=True)]
+@dataclass(frozen=True)
+class _SIUnit:
+    """The SI unit a quantity resolves to: `with_updates` writes a number given for it in this
+    unit, which reads back as exactly that number."""
+
+    symbol: str
+
+
+Rate = Annotated[str, _checked(parse_rate), _SIUnit("B/s")]
+Time = Annotated[str, _checked(parse_time), _SIUnit("s")]
+Size = Annotated[str, _checked(parse_size, packet_bytes=1.0), _SIUnit("B")]
+FlowSize = Annotated[str, _checked(parse_size, packet_bytes=1.0, allow_inf=True), _SIUnit("B")]
 
 
 class _Section(BaseModel):
@@ -66,11 +89,6 @@ class LinkOverride(_Section):
         if (self.match is None) == (self.tier is None):
             raise ValueError("give exactly one of 'match' (a link-name glob) or 'tier'")
         return self
-
-    def selects(self, name: str, tier: str) -> bool:
-        if self.tier is not None:
-            return self.tier == tier
-        return fnmatch.fnmatchcase(name, self.match or "")
 
 
 _TOPOLOGY_KEYS = {
@@ -213,8 +231,36 @@ def _section_model(section: str) -> type[BaseModel] | None:
     return model
 
 
-def _resolved(declared: tuple[Parameter, ...], given: dict[str, Any], section: str,
-              packet_bytes: float, check: Any) -> dict[str, Any]:
+def _si_unit(field: FieldInfo) -> str | None:
+    """The SI unit symbol of a quantity field (`Rate`, `Time`, `Size`, optional or not)."""
+    metadata = list(field.metadata)
+    for argument in typing.get_args(field.annotation):  # `Time | None` keeps it inside
+        metadata += getattr(argument, "__metadata__", ())
+    return next((m.symbol for m in metadata if isinstance(m, _SIUnit)), None)
+
+
+# dotted key -> SI unit of every quantity a dotted update can reach ("run.dt": "s")
+_SI_UNITS = {
+    f"{section}.{key}": unit
+    for section, field in _ScenarioModel.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+    for key, inner in field.annotation.model_fields.items()
+    if (unit := _si_unit(inner)) is not None
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _quantity_text(value: float, unit: str) -> str:
+    """A number in SI units as scenario text that reads back as exactly that number (repr
+    writes the shortest text of a float that does)."""
+    return "inf" if value == math.inf else f"{float(value)!r}{unit}"
+
+
+def _parameters(declared: tuple[Parameter, ...], given: dict[str, Any], section: str,
+                packet_bytes: float, check: Any) -> dict[str, Any]:
     """Resolve a section's declared parameters; one-line ScenarioError naming the key."""
     names = [p.name for p in declared]
     fixed = {"transport": ["cc", "mss"], "aqm": ["kind"]}[section]
@@ -233,14 +279,108 @@ def _resolved(declared: tuple[Parameter, ...], given: dict[str, Any], section: s
     return values
 
 
-def resolve_warmup(warmup: str | None, run_length: float) -> float:
-    """Start of the steady window that statistics use (s): `[run] warmup` where it is set, else
-    a quarter of `run_length` (a scenario's duration, or a result's recorded time)."""
-    return parse_time(warmup, "run.warmup") if warmup else 0.25 * run_length
+def _quantity(parse: Callable[..., float], text: str, field: str, **kwargs: Any) -> float:
+    """`parse(text)` in SI units, a unit error as a ScenarioError."""
+    try:
+        return parse(text, field=field, **kwargs)
+    except UnitError as error:
+        raise ScenarioError(str(error)) from None
+
+
+def _topology(topology: Topology, packet_bytes: float) -> ResolvedTopology:
+    def size(text: str, field: str) -> float:
+        return _quantity(parse_size, text, field, packet_bytes=packet_bytes)
+
+    buffer = size(topology.buffer, "topology.buffer")
+    overrides = []
+    for i, override in enumerate(topology.links):
+        where = f"topology.links[{i}]"
+        overrides.append(ResolvedLinkOverride(
+            match=override.match, tier=override.tier,
+            link_rate=None if override.link_rate is None
+            else _quantity(parse_rate, override.link_rate, f"{where}.link_rate"),
+            delay=None if override.delay is None
+            else _quantity(parse_time, override.delay, f"{where}.delay"),
+            buffer=None if override.buffer is None else size(override.buffer, f"{where}.buffer")))
+    return ResolvedTopology(
+        kind=topology.kind, senders=topology.senders, k=topology.k, leaves=topology.leaves,
+        spines=topology.spines, hosts_per_leaf=topology.hosts_per_leaf, edges=topology.edges,
+        hosts=None if topology.hosts is None else tuple(topology.hosts),
+        link_rate=_quantity(parse_rate, topology.link_rate, "topology.link_rate"),
+        delay=_quantity(parse_time, topology.delay, "topology.delay"),
+        buffer=buffer, links=tuple(overrides))
+
+
+def _run(run: Run, duration: float) -> ResolvedRun:
+    """`[run]` resolved: the step, sample interval and warm-up positive (the warm-up may be 0)
+    and shorter than the run."""
+    times: dict[str, float | None] = {}
+    for key in ("dt", "sample", "warmup"):
+        text = getattr(run, key)
+        times[key] = value = None if text is None else parse_time(text, f"run.{key}")
+        if value is None:
+            continue
+        if key != "warmup" and value <= 0:
+            raise ScenarioError(f"run.{key}: must be > 0")
+        if value >= duration:
+            raise ScenarioError(f"run.{key}: {text} must be shorter than run.duration "
+                                f"({run.duration})")
+    return ResolvedRun(duration=duration, seed=run.seed, precision=run.precision, **times)
+
+
+def _resolve(spec: _ScenarioModel) -> Resolved:
+    """The scenario's values in SI units, checked across fields. The first problem found is
+    a one-line error naming the field, found in the order a reader of the file meets them
+    (the packet size first: sizes in "pkt" need it)."""
+    transport, aqm, traffic = spec.transport, spec.aqm, spec.traffic
+    mss = parse_size(transport.mss, 1.0, "transport.mss")
+    if mss < 64:
+        raise ScenarioError("transport.mss: must be at least 64B")
+    duration = parse_time(spec.run.duration, "run.duration", allow_zero=False)
+    flow_size = _quantity(parse_size, traffic.size, "traffic.size", packet_bytes=mss,
+                          allow_inf=True)
+    topology = _topology(spec.topology, mss)
+    if transport.cc not in CONTROLS:
+        raise ScenarioError(f"transport.cc: {transport.cc!r} is not allowed; allowed: "
+                            f"{', '.join(map(repr, CONTROLS))}")
+    if aqm.kind not in DISCIPLINES:
+        raise ScenarioError(f"aqm.kind: {aqm.kind!r} is not allowed; allowed: "
+                            f"{', '.join(map(repr, DISCIPLINES))}")
+    control, discipline = CONTROLS[transport.cc], DISCIPLINES[aqm.kind]
+    cc_values = _parameters(control.parameters, transport.declared(), "transport", mss,
+                            control.model.check)
+    aqm_values = _parameters(discipline.parameters, aqm.declared(), "aqm", mss, discipline.check)
+    if "ecn" in aqm_values and aqm_values["ecn"] is None:  # RED: whether the control reacts
+        aqm_values["ecn"] = float(control.ecn)
+    threshold = aqm_values.get("threshold")
+    if threshold is not None and threshold >= topology.buffer:
+        raise ScenarioError(f"aqm.threshold: {aqm.declared()['threshold']} must be below "
+                            f"topology.buffer ({spec.topology.buffer})")
+    run = _run(spec.run, duration)
+    if math.isinf(flow_size) and traffic.size not in ("inf", "infinite"):
+        raise ScenarioError("traffic.size: write 'inf' for a flow that never ends")
+    return Resolved(
+        name=spec.name,
+        topology=topology,
+        aqm=ResolvedAqm(kind=aqm.kind, parameters=aqm_values,
+                        marks_ecn=discipline.marks(aqm_values)),
+        traffic=ResolvedTraffic(
+            pattern=traffic.pattern, flows=traffic.flows, size=flow_size,
+            start=_quantity(parse_time, traffic.start, "traffic.start"),
+            start_jitter=None if traffic.start_jitter is None
+            else _quantity(parse_time, traffic.start_jitter, "traffic.start_jitter"),
+            stride=traffic.stride,
+            pairs=None if traffic.pairs is None else tuple(map(tuple, traffic.pairs)),
+            receiver=traffic.receiver),
+        transport=ResolvedTransport(cc=transport.cc, mss=mss, parameters=cc_values),
+        routing=ResolvedRouting(mode=spec.routing.mode, max_paths=spec.routing.max_paths),
+        run=run,
+    )
 
 
 class Scenario:
-    """A validated scenario. `spec` is the parsed file; properties give SI values.
+    """A validated scenario: `spec` is the file as parsed (text, for provenance), `si` its
+    values in SI units (`pathflow.resolved`), resolved once while validating.
 
     Build one with `load_scenario(path)`, `Scenario.from_dict(d)` or `Scenario.from_toml(text)`;
     `scenario.with_updates({"traffic.flows": 64})` returns a modified copy (used by sweeps).
@@ -249,7 +389,7 @@ class Scenario:
     def __init__(self, spec: _ScenarioModel, base_dir: Path | None = None) -> None:
         self.spec = spec
         self.base_dir = base_dir or Path.cwd()
-        self._check_consistency()
+        self.si = _resolve(spec)
 
     # --- construction -----------------------------------------------------------------------
     @classmethod
@@ -275,7 +415,9 @@ class Scenario:
         return tomli_w.dumps(self.spec.model_dump(exclude_none=True))
 
     def with_updates(self, updates: dict[str, Any]) -> Scenario:
-        """Copy with dotted keys replaced, e.g. {"traffic.flows": 128, "run.seed": 3}."""
+        """Copy with dotted keys replaced, e.g. {"traffic.flows": 128, "run.seed": 3}. A
+        quantity may be given as a number in SI units ({"run.dt": 2.5e-6}): its value is then
+        exactly that number, and the text written for it reads back as it."""
         data = self.spec.model_dump(exclude_none=True)
         for dotted, value in updates.items():
             *sections, key = dotted.split(".")
@@ -284,6 +426,8 @@ class Scenario:
                 node = node.setdefault(section, {})
             if value is None:
                 node.pop(key, None)
+            elif dotted in _SI_UNITS and _is_number(value):
+                node[key] = _quantity_text(value, _SI_UNITS[dotted])
             else:
                 node[key] = value
         return Scenario.from_dict(data, self.base_dir)
@@ -293,7 +437,7 @@ class Scenario:
         return (f"Scenario({self.name!r}, {t.kind}, {self.spec.transport.cc}, "
                 f"{self.spec.traffic.pattern}, duration={self.spec.run.duration})")
 
-    # --- SI values ----------------------------------------------------------------------------
+    # --- what callers ask for most, short ------------------------------------------------------
     @property
     def name(self) -> str:
         return self.spec.name
@@ -301,117 +445,17 @@ class Scenario:
     @property
     def packet_bytes(self) -> float:
         """Size of a full packet on the wire (bytes); also the unit 'pkt'."""
-        return parse_size(self.spec.transport.mss, 1.0, "transport.mss")
-
-    def size(self, text: str, field: str, **kwargs: Any) -> float:
-        try:
-            return parse_size(text, self.packet_bytes, field, **kwargs)
-        except UnitError as error:
-            raise ScenarioError(str(error)) from None
-
-    @cached_property
-    def duration(self) -> float:
-        return parse_time(self.spec.run.duration, "run.duration", allow_zero=False)
-
-    @property
-    def warmup(self) -> float:
-        """Start of the steady window (s): `[run] warmup`, else a quarter of the duration."""
-        return resolve_warmup(self.spec.run.warmup, self.duration)
-
-    @cached_property
-    def flow_size(self) -> float:
-        return self.size(self.spec.traffic.size, "traffic.size", allow_inf=True)
+        return self.si.transport.mss
 
     @cached_property
     def control(self) -> CongestionControl:
         """The registry entry of `[transport] cc`."""
-        return CONTROLS[self.spec.transport.cc]
-
-    @cached_property
-    def cc_values(self) -> dict[str, Any]:
-        """Every parameter of the congestion control, resolved: what the user wrote or the
-        default, in the units the model receives (windows in packets; see models.parameters)."""
-        return _resolved(self.control.parameters, self.spec.transport.declared(), "transport",
-                         self.packet_bytes, self.control.model.check)
+        return CONTROLS[self.si.transport.cc]
 
     @cached_property
     def discipline(self) -> QueueDiscipline:
         """The queue discipline of `[aqm] kind`."""
-        return DISCIPLINES[self.spec.aqm.kind]
-
-    @cached_property
-    def aqm_si(self) -> dict[str, Any]:
-        """Every parameter of the queue discipline, resolved (bytes, plain numbers, flags); RED's
-        `ecn` defaults to whether the congestion control reacts to ECN."""
-        discipline = self.discipline
-        values = _resolved(discipline.parameters, self.spec.aqm.declared(), "aqm",
-                           self.packet_bytes, discipline.check)
-        if "ecn" in values and values["ecn"] is None:
-            values["ecn"] = float(self.control.ecn)
-        return values
-
-    @property
-    def marks_ecn(self) -> bool:
-        """Whether the AQM marks (True) rather than drops (False) below the buffer limit."""
-        return self.discipline.marks(self.aqm_si)
-
-    def link_params(self, name: str, tier: str) -> tuple[float, float, float]:
-        """(capacity bytes/s, one-way delay s, buffer bytes) of a link after the overrides."""
-        topo = self.spec.topology
-        rate, delay, buffer = topo.link_rate, topo.delay, topo.buffer
-        rate_field = delay_field = buffer_field = "topology"
-        for i, override in enumerate(topo.links):
-            if override.selects(name, tier):
-                where = f"topology.links[{i}]"
-                if override.link_rate is not None:
-                    rate, rate_field = override.link_rate, where
-                if override.delay is not None:
-                    delay, delay_field = override.delay, where
-                if override.buffer is not None:
-                    buffer, buffer_field = override.buffer, where
-        try:
-            capacity = parse_rate(rate, f"{rate_field}.link_rate")
-            one_way = parse_time(delay, f"{delay_field}.delay")
-        except UnitError as error:
-            raise ScenarioError(str(error)) from None
-        return capacity, one_way, self.size(buffer, f"{buffer_field}.buffer")
-
-    # --- cross-field checks -------------------------------------------------------------------
-    def _check_consistency(self) -> None:
-        spec = self.spec
-        self.packet_bytes  # noqa: B018  (validates transport.mss)
-        if self.packet_bytes < 64:
-            raise ScenarioError("transport.mss: must be at least 64B")
-        self.duration  # noqa: B018
-        self.flow_size  # noqa: B018
-        buffer = self.size(spec.topology.buffer, "topology.buffer")
-        for i, override in enumerate(spec.topology.links):
-            if override.buffer is not None:
-                self.size(override.buffer, f"topology.links[{i}].buffer")
-        if spec.transport.cc not in CONTROLS:
-            raise ScenarioError(f"transport.cc: {spec.transport.cc!r} is not allowed; allowed: "
-                                f"{', '.join(map(repr, CONTROLS))}")
-        if spec.aqm.kind not in DISCIPLINES:
-            raise ScenarioError(f"aqm.kind: {spec.aqm.kind!r} is not allowed; allowed: "
-                                f"{', '.join(map(repr, DISCIPLINES))}")
-        self.cc_values  # noqa: B018
-        threshold = self.aqm_si.get("threshold")
-        if threshold is not None and threshold >= buffer:
-            raise ScenarioError(
-                f"aqm.threshold: {spec.aqm.declared()['threshold']} must be below "
-                f"topology.buffer ({spec.topology.buffer})")
-        run = spec.run
-        for key in ("dt", "sample", "warmup"):
-            text = getattr(run, key)
-            if text is not None:
-                value = parse_time(text, f"run.{key}")
-                if key != "warmup" and value <= 0:
-                    raise ScenarioError(f"run.{key}: must be > 0")
-                if value >= self.duration:
-                    raise ScenarioError(f"run.{key}: {text} must be shorter than run.duration "
-                                        f"({run.duration})")
-        if math.isinf(self.flow_size) and spec.traffic.size not in ("inf", "infinite"):
-            raise ScenarioError("traffic.size: write 'inf' for a flow that never ends")
+        return DISCIPLINES[self.si.aqm.kind]
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -8,11 +8,21 @@ import xarray as xr
 
 from pathflow.compile import Compiled, compile_scenario
 from pathflow.invariants import check_invariants, dt_halving_verdict, report_json, warn_violations
+from pathflow.metrics import store_warmup
 from pathflow.results import trajectory_to_dataset
 from pathflow.scenario import Scenario
+from pathflow.solvers.dde import Trajectory
 from pathflow.solvers.run import solve
 
-__all__ = ["run_compiled", "simulate"]
+__all__ = ["labelled_result", "run_compiled", "simulate"]
+
+
+def labelled_result(compiled: Compiled, trajectory: Trajectory) -> xr.Dataset:
+    """The solver's arrays as a Dataset (`results.trajectory_to_dataset`), with the run's
+    steady-window start in attrs (`metrics.store_warmup`)."""
+    ds = trajectory_to_dataset(compiled, trajectory)
+    store_warmup(ds, compiled.scenario.si.run)
+    return ds
 
 
 def run_compiled(compiled: Compiled, progress: Callable[[int, int], None] | None = None
@@ -20,7 +30,7 @@ def run_compiled(compiled: Compiled, progress: Callable[[int, int], None] | None
     """Solve a compiled scenario and label the result (no invariant report)."""
     trajectory = solve(compiled.physics, compiled.problem, compiled.grid, progress=progress,
                        stepping=compiled.stepping)
-    return trajectory_to_dataset(compiled, trajectory)
+    return labelled_result(compiled, trajectory)
 
 
 def simulate(scenario: Scenario, progress: Callable[[int, int], None] | None = None,
@@ -35,11 +45,12 @@ def simulate(scenario: Scenario, progress: Callable[[int, int], None] | None = N
     """
     compiled = compile_scenario(scenario) if compiled is None else compiled
     ds = run_compiled(compiled, progress)
-    min_cwnd = scenario.cc_values.get("min_cwnd", 0.0) * scenario.packet_bytes
+    transport = scenario.si.transport
+    min_cwnd = transport.parameters.get("min_cwnd", 0.0) * transport.mss
     report = check_invariants(ds, min_cwnd_bytes=min_cwnd)
     if check_dt:
-        finer = scenario.with_updates({"run.dt": f"{compiled.dt / 2:.12g}s",
-                                       "run.sample": f"{compiled.sample_interval:.12g}s"})
+        finer = scenario.with_updates({"run.dt": compiled.dt / 2,
+                                       "run.sample": compiled.sample_interval})
         report["dt_halving"] = dt_halving_verdict(ds, run_compiled(compile_scenario(finer)))
     ds.attrs["invariants"] = report_json(report)
     warn_violations(report)

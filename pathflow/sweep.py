@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -27,9 +28,9 @@ from pathflow.metrics import (
     queue_stats,
     throughput,
 )
-from pathflow.results import trajectory_to_dataset
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.schema import SWEEP, build_dataset
+from pathflow.simulate import labelled_result
 from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, pad_problem
 from pathflow.solvers.run import solve_together
@@ -91,13 +92,13 @@ def compile_together(scenarios: list[Scenario]) -> list[Compiled]:
     """Scenarios of one duration compiled onto one time axis, to be run together
     (`run_together`): the finest step of any and the coarsest record interval (which bounds the
     memory), the step free to follow the dynamics where every scenario leaves it free."""
-    if len({s.duration for s in scenarios}) > 1:
+    if len({s.si.run.duration for s in scenarios}) > 1:
         raise ScenarioError("run.duration: scenarios run together must have one duration")
     compiled = [compile_scenario(s) for s in scenarios]
     dt, sample = min(c.dt for c in compiled), max(c.sample_interval for c in compiled)
     per_record = max(1, math.ceil(sample / dt - 1e-9))
     dt = sample / per_record
-    records = math.ceil(scenarios[0].duration / sample - 1e-9)
+    records = math.ceil(scenarios[0].si.run.duration / sample - 1e-9)
     history = max(math.ceil(c.grid.history * c.dt / dt) for c in compiled)
     grid = Grid(per_record, records, history)
     adaptive = all(c.stepping is not None for c in compiled)
@@ -138,7 +139,8 @@ def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
 
 
 def run_together(compiled: list[Compiled], progress: Progress | None = None,
-                 skip: set[int] = frozenset()) -> Iterator[list[tuple[Compiled, xr.Dataset]]]:
+                 skip: AbstractSet[int] = frozenset()
+                 ) -> Iterator[list[tuple[Compiled, xr.Dataset]]]:
     """Run points from `compile_together` together: points of one size bucket share a compiled
     program and run in chunks of about 1 GB, merged into one problem; each chunk's results are
     yielded as soon as it ends. `progress(done, total)` counts points. Chunks whose every point
@@ -159,7 +161,7 @@ def run_together(compiled: list[Compiled], progress: Progress | None = None,
         padded += padded[-1:] * (chunk.batch - len(padded))
         trajectories = solve_together(chunk.members[0].physics, padded, chunk.grid,
                                       progress=report, stepping=chunk.members[0].stepping)
-        yield [(c, trajectory_to_dataset(c, t))
+        yield [(c, labelled_result(c, t))
                for c, t in zip(chunk.members, trajectories, strict=False)]
         done += n
 
@@ -209,7 +211,7 @@ def _series(ds: xr.Dataset) -> xr.Dataset:
 
 def _combine(finished: list[tuple[int, dict[str, float], xr.Dataset]], scenario: Scenario,
              first: xr.Dataset | None, resume: xr.Dataset | None = None,
-             kept: set[int] = frozenset()) -> xr.Dataset:
+             kept: AbstractSet[int] = frozenset()) -> xr.Dataset:
     """The sweep's Dataset of the points run now and those `kept` from a resumed result."""
     if resume is not None and kept:
         before = resume.sel(flows=sorted(kept))

@@ -26,7 +26,7 @@ from pathlib import Path
 import networkx as nx
 
 from pathflow.scenario import Scenario, ScenarioError
-from pathflow.units import UnitError, parse_rate, parse_time
+from pathflow.units import UnitError, parse_rate, parse_size, parse_time
 
 __all__ = ["Link", "Network", "base_rtt", "build_network", "path_base_rtt"]
 
@@ -143,7 +143,7 @@ def _leafspine(leaves: int, spines: int, per_leaf: int) -> tuple[list[Cable], li
 
 
 def _read_graph(scenario: Scenario) -> tuple[nx.Graph, str]:
-    text = scenario.spec.topology.edges or ""
+    text = scenario.si.topology.edges or ""
     path = Path(text)
     if not path.is_absolute():
         path = scenario.base_dir / path
@@ -177,7 +177,7 @@ def _graph(scenario: Scenario) -> tuple[list[Cable], list[str], list[str], nx.Gr
     if components > 1:
         raise ScenarioError(f"topology.edges: the graph in {filename} is not connected "
                             f"({components} components); every host must reach every other")
-    listed = scenario.spec.topology.hosts
+    listed = scenario.si.topology.hosts
     if listed:
         missing = [h for h in listed if h not in graph]
         if missing:
@@ -194,7 +194,7 @@ def _graph(scenario: Scenario) -> tuple[list[Cable], list[str], list[str], nx.Gr
 
 def build_network(scenario: Scenario) -> Network:
     """The scenario's topology as directed links with capacity, delay and buffer (SI units)."""
-    topo = scenario.spec.topology
+    topo = scenario.si.topology
     file_graph: nx.Graph | None = None
     if topo.kind == "star":
         cables, senders, receivers = _star(topo.senders or 1)
@@ -212,7 +212,7 @@ def build_network(scenario: Scenario) -> Network:
     for a, b, tier in cables:
         for src, dst in ((a, b), (b, a)):
             name = f"{src}->{dst}"
-            capacity, delay, buffer = scenario.link_params(name, tier)
+            capacity, delay, buffer = topo.link(name, tier)
             if file_graph is not None:
                 capacity, delay, buffer = _edge_overrides(scenario, file_graph.edges[a, b],
                                                           name, (capacity, delay, buffer))
@@ -223,17 +223,20 @@ def build_network(scenario: Scenario) -> Network:
 def _edge_overrides(scenario: Scenario, attrs: dict[str, str], name: str,
                     values: tuple[float, float, float]) -> tuple[float, float, float]:
     """Per-edge link_rate / delay / buffer columns of a graph file, unless an explicit
-    [[topology.links]] override in the scenario selects this link (the scenario wins)."""
-    if any(o.selects(name, "graph") for o in scenario.spec.topology.links):
+    [[topology.links]] override in the scenario selects this link (the scenario wins). The
+    columns are text of the graph file, read here (the scenario's own text is resolved)."""
+    if any(o.selects(name, "graph") for o in scenario.si.topology.links):
         return values
     capacity, delay, buffer = values
+    where = f"topology.edges[{name}]"
     try:
         if "link_rate" in attrs:
-            capacity = parse_rate(str(attrs["link_rate"]), f"topology.edges[{name}].link_rate")
+            capacity = parse_rate(str(attrs["link_rate"]), f"{where}.link_rate")
         if "delay" in attrs:
-            delay = parse_time(str(attrs["delay"]), f"topology.edges[{name}].delay")
+            delay = parse_time(str(attrs["delay"]), f"{where}.delay")
+        if "buffer" in attrs:
+            buffer = parse_size(str(attrs["buffer"]), scenario.si.transport.mss,
+                                f"{where}.buffer")
     except UnitError as error:
         raise ScenarioError(str(error)) from None
-    if "buffer" in attrs:
-        buffer = scenario.size(str(attrs["buffer"]), f"topology.edges[{name}].buffer")
     return capacity, delay, buffer

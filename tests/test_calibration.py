@@ -46,7 +46,7 @@ def noisy_trace(scenario: pathflow.Scenario, extra_rtt: float, seed: int = 0,
     delay = 62.5e-6 + extra_rtt / 2
     truth = scenario.with_updates({"run.duration": "1.2s", **updates, "topology.links": [
         {"match": "h*->s0", "delay": f"{delay * 1e6:.6g}us"}]})
-    fixed = f"{compile_scenario(truth).dt:.12g}s"  # the step the fit's solver also keeps fixed
+    fixed = compile_scenario(truth).dt  # the step the fit's solver also keeps fixed
     ds = pathflow.simulate(truth.with_updates({"run.dt": fixed}))
     queue = ds.queue.sel(link="s0->r0").values
     noise = np.random.default_rng(seed).normal(0.0, 0.25 * PACKET, queue.size)
@@ -144,10 +144,12 @@ def test_written_scenario_carries_the_fit(hardware_fit: CalibrationResult, tmp_p
     extra = result.values["base_rtt"]
     assert np.allclose(np.asarray(after.path_base_rtt), np.asarray(before.path_base_rtt) + extra,
                        rtol=0, atol=1e-12)
-    assert fitted.aqm_si["threshold"] == pytest.approx(result.values["threshold"] * PACKET)
+    assert fitted.si.aqm.parameters["threshold"] == pytest.approx(
+        result.values["threshold"] * PACKET)
     path = result.write_toml(tmp_path / "fitted.toml")
     again = pathflow.load_scenario(path)
-    assert again.aqm_si["threshold"] == pytest.approx(fitted.aqm_si["threshold"])
+    assert again.si.aqm.parameters["threshold"] == pytest.approx(
+        fitted.si.aqm.parameters["threshold"])
     assert "loss (quantiles" in path.read_text().splitlines()[1]
     text = result.report()
     assert "| threshold | pkt |" in text and "nelder-mead" in text

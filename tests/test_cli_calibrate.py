@@ -73,7 +73,8 @@ def test_calibrate_the_hardware_trace(tmp_path: Path, monkeypatch: pytest.Monkey
 
     fitted_path = tmp_path / "dctcp_star_fitted.toml"
     fitted = pathflow.load_scenario(fitted_path)
-    assert fitted.aqm_si["threshold"] / fitted.packet_bytes == pytest.approx(printed_k, abs=5e-3)
+    threshold = fitted.si.aqm.parameters["threshold"]
+    assert threshold / fitted.si.transport.mss == pytest.approx(printed_k, abs=5e-3)
     start = pathflow.load_scenario(DCTCP_STAR)
     added = (np.asarray(compile_scenario(fitted).problem.path_base_rtt)
              - np.asarray(compile_scenario(start).problem.path_base_rtt))
@@ -111,7 +112,7 @@ def test_calibrate_a_netcdf_result_with_units_in_options(tmp_path: Path) -> None
     before, after = losses(result.stdout)
     assert after <= before
     assert (tmp_path / "out" / "fit.png").stat().st_size > 10_000  # next to the output
-    assert 15 <= pathflow.load_scenario(out).aqm_si["threshold"] / 1500 <= 25
+    assert 15 <= pathflow.load_scenario(out).si.aqm.parameters["threshold"] / 1500 <= 25
     assert result.stderr == ""  # --quiet
 
 

@@ -32,7 +32,7 @@ def test_every_engine_knows_exactly_the_registered_algorithms() -> None:
 def test_declared_defaults_resolve_within_their_ranges(name: str) -> None:
     scenario = Scenario.from_dict({"topology": {"kind": "star", "senders": 1},
                                    "transport": {"cc": name}})
-    values = scenario.cc_values
+    values = scenario.si.transport.parameters
     model = CONTROLS[name].model
     assert list(values) == [p.name for p in model.parameters]
     params = model.build_params(values, 3)
@@ -63,8 +63,8 @@ def _red_star(flows: int, transport: dict[str, object]) -> Scenario:
 def test_a_registered_algorithm_joins_the_vocabulary(aimd: CongestionControl) -> None:
     assert "cc = 'aimd_test'" in reference() and "decrease" in reference()
     scenario = _red_star(2, {"cc": "aimd_test", "decrease": 0.7, "init_cwnd": "6pkt"})
-    assert scenario.cc_values == {"increase": 1.0, "decrease": 0.7, "init_cwnd": 6.0}
-    assert scenario.marks_ecn  # RED marks for an ECN-capable control
+    assert scenario.si.transport.parameters == {"increase": 1.0, "decrease": 0.7, "init_cwnd": 6.0}
+    assert scenario.si.aqm.marks_ecn  # RED marks for an ECN-capable control
     with pytest.raises(ScenarioError, match=r"^transport\.g: unknown key 'g' for this cc"):
         _red_star(2, {"cc": "aimd_test", "g": 0.1})
     with pytest.raises(ScenarioError, match=r"^transport\.decrease: .* allowed: \(0, 1\]"):

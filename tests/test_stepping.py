@@ -63,8 +63,8 @@ def test_adaptive_steps_agree_with_fixed_fine_steps(senders: int, rate: str,
                     aqm={"kind": "ecn_step", "threshold": threshold}, run={"sample": "20us"})
     compiled = compile_scenario(scenario)
     assert compiled.stepping is not None
-    fine = scenario.with_updates({"run.dt": f"{compiled.dt / 2:.12g}s",
-                                  "run.sample": f"{compiled.sample_interval:.12g}s"})
+    fine = scenario.with_updates({"run.dt": compiled.dt / 2,
+                                  "run.sample": compiled.sample_interval})
     adaptive, fixed = pathflow.simulate(scenario), pathflow.simulate(fine)
     assert float(adaptive.dt.max()) >= 2 * compiled.dt  # the queue let the step grow
     steady = {"time": slice(0.02, None), "link": "s0->r0"}

@@ -143,12 +143,12 @@ def objective(
     run_scenario = scenario
     if duration is not None:
         seconds = parse_time(duration, "duration") if isinstance(duration, str) else duration
-        run_scenario = scenario.with_updates({"run.duration": f"{float(seconds):.12g}s"})
+        run_scenario = scenario.with_updates({"run.duration": float(seconds)})
     compiled = compile_scenario(run_scenario)
     check_applicable(scenario, names, compiled)
-    run_length = run_scenario.duration
+    run_length = run_scenario.si.run.duration
     if warmup is None:
-        cut = run_scenario.warmup
+        cut = run_scenario.si.run.steady_start
     else:
         cut = parse_time(warmup, "warmup") if isinstance(warmup, str) else float(warmup)
     if not 0 <= cut < run_length:
@@ -167,7 +167,7 @@ def objective(
         raise ValueError(f"{trace if isinstance(trace, str | Path) else trace_name}: {error}"
                          ) from None
     link_index = _pick_link(compiled, trace_link, link)
-    packet = scenario.packet_bytes
+    packet = scenario.si.transport.mss
     trace_queue = trace_bytes / packet
     level_array = (np.linspace(0.05, 0.95, int(levels)) if np.isscalar(levels)
                    else np.asarray(levels, dtype=float))

@@ -12,7 +12,6 @@ import numpy as np
 
 from pathflow.compile import Compiled, compile_scenario
 from pathflow.scenario import Scenario
-from pathflow.units import parse_rate
 
 __all__ = [
     "NAMES",
@@ -78,12 +77,12 @@ def scenario_values(scenario: Scenario) -> dict[str, float]:
     """Every parameter's value in `scenario`, in its unit (NaN where the scenario has none: g
     without DCTCP, threshold without step marking); base_rtt, an extra delay, is 0 and
     capacity, a factor, 1."""
-    packet = scenario.packet_bytes
-    values = scenario.cc_values
+    packet = scenario.si.transport.mss
+    values = scenario.si.transport.parameters
     return {
         "base_rtt": 0.0,
         "g": float(values.get("g", math.nan)),
-        "threshold": scenario.aqm_si.get("threshold", math.nan) / packet,
+        "threshold": scenario.si.aqm.parameters.get("threshold", math.nan) / packet,
         "ack_ratio": float(values["ack_ratio"]),
         "init_cwnd": float(values["init_cwnd"]),
         "capacity": 1.0,
@@ -94,19 +93,19 @@ def default_bounds(scenario: Scenario, name: str) -> tuple[float, float]:
     """The default bounds of one parameter for this scenario (the table in
     docs/validation.md, section Calibration)."""
     parse_fit([name])
-    packet = scenario.packet_bytes
+    packet = scenario.si.transport.mss
     if name == "base_rtt":
         return 0.0, 2e-3
     if name == "g":
         return 1 / 256, 1 / 2
     if name == "threshold":
-        k = scenario.aqm_si.get("threshold", 20 * packet) / packet
-        buffer = scenario.size(scenario.spec.topology.buffer, "topology.buffer") / packet
+        k = scenario.si.aqm.parameters.get("threshold", 20 * packet) / packet
+        buffer = scenario.si.topology.buffer / packet
         return max(1.0, k / 4), max(min(4 * k, buffer - 1), k + 1)
     if name == "ack_ratio":
         return 1.0, 4.0
     if name == "init_cwnd":
-        floor = float(scenario.cc_values["min_cwnd"])
+        floor = float(scenario.si.transport.parameters["min_cwnd"])
         return floor, max(100.0, 2 * floor)
     return 0.8, 1.2
 
@@ -143,12 +142,12 @@ def resolve_bounds(scenario: Scenario, names: Sequence[str],
 
 def check_applicable(scenario: Scenario, names: Sequence[str], compiled: Compiled) -> None:
     """A one-line ValueError when a fitted parameter does not exist in the scenario's model."""
-    if "g" in names and "g" not in scenario.cc_values:
+    if "g" in names and "g" not in scenario.si.transport.parameters:
         raise ValueError(f"'g' applies to transport.cc = 'dctcp', not "
-                         f"{scenario.spec.transport.cc!r}")
+                         f"{scenario.si.transport.cc!r}")
     if "threshold" in names and not marked_links(compiled).any():
         raise ValueError(f"'threshold' applies to aqm.kind = 'ecn_step', not "
-                         f"{scenario.spec.aqm.kind!r}")
+                         f"{scenario.si.aqm.kind!r}")
 
 
 # --- writing fitted values into a scenario -------------------------------------------------------
@@ -162,7 +161,6 @@ def scenario_updates(scenario: Scenario, values: Mapping[str, float]) -> dict[st
     columns). The capacity factor scales topology.link_rate and every override's rate (every
     link of a graph topology gets an override)."""
     updates: dict[str, Any] = {}
-    spec = scenario.spec
     if "g" in values:
         updates["transport.g"] = float(values["g"])
     if "ack_ratio" in values:
@@ -176,18 +174,17 @@ def scenario_updates(scenario: Scenario, values: Mapping[str, float]) -> dict[st
     scale = float(values.get("capacity", 1.0))
     extra = float(values.get("base_rtt", 0.0))
     compiled = compile_scenario(scenario)
-    overrides = [o.model_dump(exclude_none=True) for o in spec.topology.links]
+    overrides = [o.model_dump(exclude_none=True) for o in scenario.spec.topology.links]  # text
     rewrite: set[str] = set()
     if "capacity" in values:
-        if spec.topology.kind == "graph":  # per-edge rates live in the graph file
+        if scenario.si.topology.kind == "graph":  # per-edge rates live in the graph file
             rewrite = {link.name for link in compiled.network.links}
         else:
-            rate = parse_rate(spec.topology.link_rate, "topology.link_rate")
-            updates["topology.link_rate"] = _rate_text(rate * scale)
-            for override in overrides:
-                if "link_rate" in override:
-                    rate = parse_rate(override["link_rate"], "topology.links.link_rate")
-                    override["link_rate"] = _rate_text(rate * scale)
+            resolved = scenario.si.topology
+            updates["topology.link_rate"] = _rate_text(resolved.link_rate * scale)
+            for override, values_of in zip(overrides, resolved.links, strict=True):
+                if values_of.link_rate is not None:
+                    override["link_rate"] = _rate_text(values_of.link_rate * scale)
     sources = {flow.src for flow in compiled.routes.flows}
     delayed = ({link.name for link in compiled.network.links if link.src in sources}
                if extra > 0 else set())

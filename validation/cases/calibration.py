@@ -149,7 +149,6 @@ import numpy as np
 import xarray as xr
 
 from pathflow import Scenario
-from pathflow.units import parse_rate
 from pathflow.validation.calibration import CalibrationResult, calibrate, objective
 from pathflow.validation.cases.common import shipped
 from pathflow.validation.registry import CaseResult, Check, case
@@ -223,8 +222,8 @@ def _delayed_ack_hold(scenario: Scenario) -> float:
     """s: the longest a delayed ACK waits for the second segment of its pair when the
     scenario's incast shares the bottleneck fairly: one per-flow packet interarrival, flows x
     packet / rate."""
-    rate = parse_rate(scenario.spec.topology.link_rate, "topology.link_rate")
-    return scenario.spec.traffic.flows * scenario.packet_bytes / rate
+    si = scenario.si
+    return si.traffic.flows * si.transport.mss / si.topology.link_rate
 
 
 @case("calibration_packet", "Calibration of the 8:1 DCTCP incast at 1 Gb/s against the "

@@ -143,8 +143,8 @@ def timeouts(ds: xr.Dataset, warmup: float) -> int:
 def _amplitude(scenario: Scenario, capacity: float) -> float:
     """DCTCP's synchronised sawtooth amplitude 0.5 sqrt(2 N (C RTT + K)), packets, on a star."""
     base_rtt = float(np.min(compile_scenario(scenario).problem.path_base_rtt))
-    flows = scenario.spec.traffic.flows or 1
-    threshold = scenario.aqm_si["threshold"] / PACKET
+    flows = scenario.si.traffic.flows or 1
+    threshold = scenario.si.aqm.parameters["threshold"] / PACKET
     return 0.5 * math.sqrt(2 * flows * (capacity * base_rtt / PACKET + threshold))
 
 
@@ -154,20 +154,21 @@ MIN_WINDOW = 3  # segments: below, a flow's window is a few whole segments (modu
 def fair_window(scenario: Scenario, capacity: float) -> float | None:
     """Segments per flow at the fair share of a star's bottleneck, (C RTT + Q) / N, Q the
     standing queue DCTCP holds (K) or drop-tail Reno fills (the buffer); None off a star."""
-    if scenario.spec.topology.kind != "star":
+    si = scenario.si
+    if si.topology.kind != "star":
         return None
     base_rtt = float(np.min(compile_scenario(scenario).problem.path_base_rtt))
-    queue = (scenario.aqm_si["threshold"] if scenario.spec.transport.cc == "dctcp"
-             else scenario.size(scenario.spec.topology.buffer, "topology.buffer"))
-    return (capacity * base_rtt + queue) / PACKET / (scenario.spec.traffic.flows or 1)
+    queue = (si.aqm.parameters["threshold"] if si.transport.cc == "dctcp"
+             else si.topology.buffer)
+    return (capacity * base_rtt + queue) / PACKET / (si.traffic.flows or 1)
 
 
 def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: str,
             spray: bool) -> tuple[list[Check], str]:
     """The checks of one scenario (see the module docstring), `label` prefixing the quantities,
     and the port that they compare."""
-    dctcp = scenario.spec.transport.cc == "dctcp"
-    warmup = scenario.warmup
+    dctcp = scenario.si.transport.cc == "dctcp"
+    warmup = scenario.si.run.steady_start
     ranked = hotspots(packet, top=packet.sizes["link"], warmup=warmup)
     link = compared_port(ranked, scenario)
     stalled = timeouts(packet, warmup)
@@ -194,12 +195,12 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
     if not dctcp:
         p99_tolerance, p99_why = 0.05 * float(packet.buffer.sel(link=link)) / PACKET, \
             "5 % of the buffer"
-    elif scenario.spec.topology.kind == "star":
+    elif scenario.si.topology.kind == "star":
         amplitude = _amplitude(scenario, float(packet.capacity.sel(link=link)))
         p99_tolerance, p99_why = max(amplitude, 3.0), f"one amplitude A = {amplitude:.1f} pkt"
     else:
         p99_tolerance, p99_why = max(0.25 * p99_p, 3.0), "25 % (no closed form off a star)"
-    smoothing = min(10 * float(fluid.rtt.mean()), scenario.duration / 20)
+    smoothing = min(10 * float(fluid.rtt.mean()), scenario.si.run.duration / 20)
     settle = [convergence_time(ds, smoothing=smoothing, link=link)["queue_time"]
               for ds in (packet, fluid)]
     reno_settling = None if dctcp else "not claimed: Reno's loss cycle outlasts the smoothing"

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import xarray as xr
 
+from pathflow.metrics import store_warmup
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.topology import Network, build_network
@@ -53,26 +54,26 @@ def ns3_config(scenario: Scenario, sample_interval: float = 1e-3,
     spray: how ns-3 spreads a `spray` scenario's packets: "paths" (pathflow's paths and
     weights, per-hop weighted choice) or "random_ecmp" (ns-3's per-packet random ECMP).
     """
-    spec = scenario.spec
+    si = scenario.si
     if scenario.control.ns3_type is None:
-        raise ScenarioError(f"transport.cc: {spec.transport.cc!r} has no ns-3 counterpart")
-    if not math.isinf(scenario.flow_size):
+        raise ScenarioError(f"transport.cc: {si.transport.cc!r} has no ns-3 counterpart")
+    if not math.isinf(si.traffic.size):
         raise ScenarioError("traffic.size: the ns-3 runner runs long-lived flows ('inf')")
     if spray not in ("paths", "random_ecmp"):
         raise ValueError(f"spray must be 'paths' or 'random_ecmp', got {spray!r}")
     network = build_network(scenario)
     routes = build_routes(scenario, network)
     first = network.links[0]
-    packet = scenario.packet_bytes
-    aqm = scenario.aqm_si
+    packet = si.transport.mss
+    aqm = si.aqm.parameters
     common: dict[str, Any] = dict(
         link_rate_bps=first.capacity * 8,
         delay_s=first.delay,
         buffer_packets=_packets(first.buffer, packet, first.name),
-        aqm=spec.aqm.kind,
-        cc=spec.transport.cc,
+        aqm=si.aqm.kind,
+        cc=si.transport.cc,
         flows=len(routes.flows),
-        duration_s=scenario.duration,
+        duration_s=si.run.duration,
         threshold_packets=aqm.get("threshold", 20 * packet) / packet,
         red_min_packets=aqm.get("min", 5 * packet) / packet,
         red_max_packets=aqm.get("max", 15 * packet) / packet,
@@ -81,16 +82,16 @@ def ns3_config(scenario: Scenario, sample_interval: float = 1e-3,
         packet_bytes=round(packet),
         start_times_s=tuple(flow.start for flow in routes.flows),
         sample_interval_s=sample_interval,
-        seed=max(1, spec.run.seed),
-        dctcp_g=scenario.cc_values.get("g", 1 / 16),
-        initial_cwnd_packets=round(scenario.cc_values["init_cwnd"]),
+        seed=max(1, si.run.seed),
+        dctcp_g=si.transport.parameters.get("g", 1 / 16),
+        initial_cwnd_packets=round(si.transport.parameters["init_cwnd"]),
     )
-    topo = spec.topology
+    topo = si.topology
     if topo.kind in ("star", "dumbbell") and not topo.links:
         classic = Ns3Config(topology=topo.kind, senders=topo.senders or 1, **common)
         if classic.flow_endpoints() == [(f.src, f.dst) for f in routes.flows]:
             return classic
-    mode = "random_ecmp" if spec.routing.mode == "spray" and spray == "random_ecmp" else "paths"
+    mode = "random_ecmp" if si.routing.mode == "spray" and spray == "random_ecmp" else "paths"
     graph = _network(network, routes, packet, common, mode)
     return Ns3Config(topology="network", network=graph,
                      senders=len({f.src for f in routes.flows}), **common)
@@ -160,5 +161,6 @@ def simulate_ns3(scenario: Scenario, sample_interval: float = 1e-3,
     """Run `scenario` in ns-3 (in a subprocess) and return its Dataset."""
     ds = run_ns3(ns3_config(scenario, sample_interval, spray=spray), timeout_s=timeout_s)
     ds.attrs["scenario"] = scenario.to_toml()
-    ds.attrs.setdefault("packet_bytes", scenario.packet_bytes)
+    ds.attrs.setdefault("packet_bytes", scenario.si.transport.mss)
+    store_warmup(ds, scenario.si.run)
     return ds

@@ -56,11 +56,10 @@ class Built:
 def default_sample_interval(scenario: Scenario, links: int, flows: int) -> float:
     """`[run] sample`, else as many records as the fluid model keeps (`compile.default_records`)
     but at least 10 us apart."""
-    if scenario.spec.run.sample is not None:
-        from pathflow.units import parse_time
-
-        return parse_time(scenario.spec.run.sample, "run.sample")
-    return max(scenario.duration / default_records(links + flows), 10e-6)
+    run = scenario.si.run
+    if run.sample is not None:
+        return run.sample
+    return max(run.duration / default_records(links + flows), 10e-6)
 
 
 def default_delayed_ack(ack_ratio: float) -> int:
@@ -94,7 +93,7 @@ def packet_sender(scenario: Scenario) -> str:
 def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Links:
     n = len(network.links)
     hosts = set(network.hosts)
-    aqm = scenario.aqm_si
+    aqm = scenario.si.aqm.parameters
     nic = np.array([link.src in hosts for link in network.links], dtype=np.int64)
     param = np.zeros((n, L.N_LP))
     param[:, L.LP_RATE] = [link.capacity for link in network.links]
@@ -107,7 +106,7 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
     param[:, L.LP_RED_WEIGHT] = aqm.get("weight", 1.0)
     state = np.zeros((n, L.N_LI), np.int64)
     state[:, L.LI_NIC] = nic
-    state[:, L.LI_AQM] = np.where(nic == 1, L.AQM_NONE, L.AQM_CODES[scenario.spec.aqm.kind])
+    state[:, L.LI_AQM] = np.where(nic == 1, L.AQM_NONE, L.AQM_CODES[scenario.si.aqm.kind])
     state[:, [L.LI_HEAD, L.LI_TAIL, L.LI_IN_SERVICE]] = -1
     order = np.argsort(sender_nic, kind="stable")
     first = np.searchsorted(sender_nic[order], np.arange(n + 1)).astype(np.int64)
@@ -142,7 +141,7 @@ def _paths(network: Network, routes: Routes) -> L.Paths:
 def _ring(scenario: Scenario, network: Network, routes: Routes, n_senders: int) -> int:
     """Segment slots per sender: 4x the largest path's BDP plus switch buffers (as ns-3's socket
     buffers in validation/ns3/child.py), a power of two; it also caps the window."""
-    mss = scenario.packet_bytes
+    mss = scenario.si.transport.mss
     hosts = set(network.hosts)
     largest = 0.0
     for path in routes.paths:
@@ -160,9 +159,10 @@ def build(scenario: Scenario, options: Options) -> Built:
     """The simulator state for `scenario` (see the module docstring)."""
     network = build_network(scenario)
     routes = build_routes(scenario, network)
-    values = scenario.cc_values
+    values = scenario.si.transport.parameters
     sender = packet_sender(scenario)
-    mss = scenario.packet_bytes
+    mss = scenario.si.transport.mss
+    duration = scenario.si.run.duration
     n_flows, n_links = len(routes.flows), len(network.links)
     n_subflows = len(routes.subflow_flow)
     subflow_flow = np.asarray(routes.subflow_flow)
@@ -187,7 +187,7 @@ def build(scenario: Scenario, options: Options) -> Built:
         init_cwnd=float(values["init_cwnd"]), min_cwnd=float(values["min_cwnd"]),
         ssthresh=float(values["ssthresh"]),
         ring=int(ring), interval=float(options.sample_interval),
-        records=math.ceil(scenario.duration / options.sample_interval - 1e-9),
+        records=math.ceil(duration / options.sample_interval - 1e-9),
         seed=int(options.seed))
 
     # senders: one per subflow (a TCP flow has one; an MPTCP flow will have several)
@@ -212,7 +212,7 @@ def build(scenario: Scenario, options: Options) -> Built:
         sf[f, L.SF_LAST_BYTES] = mss if math.isinf(flow.size) else flow.size - (segments - 1) * mss
         sf[f, L.SF_START] = flow.start
     si[:, L.SI_CC] = L.CC_CODES[sender]
-    si[:, L.SI_ECT] = 1 if scenario.marks_ecn else 0
+    si[:, L.SI_ECT] = 1 if scenario.si.aqm.marks_ecn else 0
     si[:, L.SI_FLOW] = subflow_flow
     si[:, L.SI_PATH_FIRST] = path_first[:-1]
     si[:, L.SI_PATH_END] = path_first[1:]
@@ -237,7 +237,7 @@ def build(scenario: Scenario, options: Options) -> Built:
     # the buffers can hold no more than the senders can send in the whole run (pools that run
     # dry are enlarged and the run repeated, see simulate_packets)
     sendable = sum(network.links[nic].capacity for nic in set(si[:, L.SI_NIC].tolist()))
-    buffered = min(2 * switch_buffers, 2 * sendable * scenario.duration) / mss
+    buffered = min(2 * switch_buffers, 2 * sendable * duration) / mss
     pool = int(buffered + n_flows * (4 * (bdp + cfg.init_cwnd) + 64) + 4096)
     pool *= options.pool_scale
     timers = 3 * n_flows  # RTO, delayed ACK, congestion-control timer per sender

@@ -10,6 +10,7 @@ import xarray as xr
 
 from pathflow.compile import ACK_BYTES
 from pathflow.invariants import check_invariants, report_json, warn_violations
+from pathflow.metrics import store_warmup
 from pathflow.scenario import Scenario
 from pathflow.validation.packet import layout as L
 from pathflow.validation.packet.build import Options, build, default_delayed_ack, packet_sender
@@ -62,10 +63,11 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
     options = Options(
         sample_interval=sample_interval or 0.0,
         min_rto=float(min_rto),
-        delayed_ack=int(delayed_ack or default_delayed_ack(scenario.cc_values["ack_ratio"])),
+        delayed_ack=int(delayed_ack or default_delayed_ack(
+            scenario.si.transport.parameters["ack_ratio"])),
         delack_timeout=float(delack_timeout if delack_timeout is not None
                              else min(0.04, min_rto / 5)),
-        seed=int(scenario.spec.run.seed if seed is None else seed),
+        seed=int(scenario.si.run.seed if seed is None else seed),
         ack_bytes=float(ack_bytes),
         header_bytes=float(header_bytes),
         host_jitter=float(host_jitter),
@@ -84,10 +86,11 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
                                f"enlargements (status {status})")
         options = replace(built.options, pool_scale=options.pool_scale * 2)
     ds = to_dataset(built, {"wall_time_s": time.perf_counter() - t0, "run_wall_s": run_wall})
-    floor = min(built.sim.cfg.min_cwnd, 1.0) * scenario.packet_bytes  # 1 segment after an RTO
+    store_warmup(ds, scenario.si.run)
+    packet = scenario.si.transport.mss
+    floor = min(built.sim.cfg.min_cwnd, 1.0) * packet  # 1 segment after an RTO
     checked = ds
     if header_bytes > 0:  # framing takes link time that departures (packet bytes) do not count
-        packet = scenario.packet_bytes
         checked = ds.assign_coords(capacity=ds.capacity * packet / (packet + header_bytes))
     report = check_invariants(checked, min_cwnd_bytes=floor)
     ds.attrs["invariants"] = report_json(report)
