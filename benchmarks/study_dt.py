@@ -117,7 +117,7 @@ def measure(ds: Any, link: str, packet: float) -> dict[str, Any]:
         "queue_mean": float(stats["mean"]),
         "queue_p99": float(stats["p99"]),
         "rates": rates.values.astype(float),
-        "convergence_s": float(convergence_time(ds, link=link)["time"]),
+        "convergence_s": convergence_time(ds, link=link).time,
         "rtt_mean_s": float(np.mean(rtt)),
         "rtt_min_mean_s": float(np.min(rtt)),
         "packet": packet,

@@ -25,7 +25,6 @@ them one after the other in this process).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import sys
@@ -73,6 +72,7 @@ def run_fluid(name: str, duration: float, warmup: float) -> dict[str, Any]:
 
     Returns plain arrays and numbers so that it can run in a worker process."""
     import pathflow
+    from pathflow.invariants import report_of
     from pathflow.metrics import queue_stats, throughput
 
     scenario = pathflow.load_scenario(EXAMPLES / f"{name}.toml")
@@ -83,8 +83,7 @@ def run_fluid(name: str, duration: float, warmup: float) -> dict[str, Any]:
     link = bottleneck_link(ds)
     packet = float(ds.attrs["packet_bytes"])
     stats = queue_stats(ds, warmup).sel(link=link)
-    report = json.loads(ds.attrs["invariants"])
-    broken = [key for key, verdict in report.items() if not verdict["ok"]]
+    broken = list(report_of(ds).violations)
     return {
         "time": ds.time.values,
         "packets": ds.queue.sel(link=link).values / packet,

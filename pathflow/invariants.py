@@ -1,8 +1,9 @@
 """Network invariants checked on every result (after seed 003's invariants; DESIGN §6).
 
 Each check returns a verdict with the worst offender: the link or flow, the time, and by how much.
-`check_invariants` runs them all; `simulate` attaches the report to the Dataset (`attrs
-["invariants"]`, JSON) and turns each violation into a warning.
+`check_invariants` runs them all into a `Report`; `simulate` attaches it to the Dataset as JSON
+text (`attrs["invariants"]`: any netCDF writer keeps it, `Dataset.to_netcdf` included) and turns
+each violation into a warning; `report_of` reads it back as a `Report`.
 
 - queue_bounds: 0 <= q (samples and per-interval extremes), and q <= B at every port but a host's
   NIC (which never drops; the packet engine queues its host's ACKs there without bound)
@@ -19,21 +20,76 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
-__all__ = ["Verdict", "check_invariants", "dt_halving_verdict", "report_json", "warn_violations"]
+__all__ = ["Report", "Verdict", "check_invariants", "dt_halving_verdict", "report_of",
+           "warn_violations"]
 
 _REL = 1e-6  # float64 round-off allowance, relative to the quantity's scale
 
 
 @dataclass(frozen=True)
 class Verdict:
+    """Whether one invariant holds; if not, the worst offender (link or flow, time, amount)."""
+
     ok: bool
     detail: str
+
+
+class Report(Mapping[str, Verdict]):
+    """The verdict of each invariant checked on a result, by name, in the order checked.
+
+    Immutable, as the verdicts of a finished run are.
+    """
+
+    __slots__ = ("_verdicts",)
+
+    def __init__(self, verdicts: Mapping[str, Verdict]) -> None:
+        self._verdicts = dict(verdicts)
+
+    def __getitem__(self, name: str) -> Verdict:
+        return self._verdicts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._verdicts)
+
+    def __len__(self) -> int:
+        return len(self._verdicts)
+
+    def __repr__(self) -> str:
+        return f"Report({self._verdicts!r})"
+
+    @property
+    def ok(self) -> bool:
+        """Every invariant holds (also when none was checked)."""
+        return all(verdict.ok for verdict in self.values())
+
+    @property
+    def violations(self) -> Report:
+        """The invariants that do not hold."""
+        return Report({name: verdict for name, verdict in self.items() if not verdict.ok})
+
+    def to_json(self) -> str:
+        """The text a written result stores: {name: {"ok": ..., "detail": ...}, ...}."""
+        return json.dumps({name: asdict(verdict) for name, verdict in self.items()})
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        return cls({name: Verdict(**fields) for name, fields in json.loads(text).items()})
+
+
+def report_of(ds: xr.Dataset) -> Report:
+    """The invariant report of a result (the JSON text an engine attached; a `Report` placed
+    there by hand is taken as it is), or an empty report where nothing was checked (traces,
+    ns-3)."""
+    stored = ds.attrs.get("invariants")
+    if stored is None:
+        return Report({})
+    return stored if isinstance(stored, Report) else Report.from_json(stored)
 
 
 def _worst(excess: xr.DataArray, what: str, unit: str, dim: str) -> Verdict:
@@ -66,7 +122,7 @@ def _buffered(ds: xr.Dataset) -> xr.DataArray | bool:
 
 
 def check_invariants(ds: xr.Dataset, min_cwnd_bytes: float | None = None,
-                     tolerance: float | None = None) -> dict[str, Verdict]:
+                     tolerance: float | None = None) -> Report:
     """All invariants of the module docstring; `tolerance` is relative (default: float64 or
     float32 round-off, from the result's precision)."""
     if tolerance is None:
@@ -104,19 +160,12 @@ def check_invariants(ds: xr.Dataset, min_cwnd_bytes: float | None = None,
         floors.append(min_cwnd_bytes * (1 - tolerance) - ds.cwnd)
     report["floors"] = _worst(xr.concat(floors, "side").max("side"),
                               "window below its floor or negative rate", "bytes", "subflow")
-    return report
+    return Report(report)
 
 
-def report_json(report: dict[str, Verdict], extra: dict[str, Any] | None = None) -> str:
-    data = {name: asdict(verdict) for name, verdict in report.items()}
-    data.update(extra or {})
-    return json.dumps(data)
-
-
-def warn_violations(report: dict[str, Verdict]) -> None:
-    for name, verdict in report.items():
-        if not verdict.ok:
-            warnings.warn(f"invariant {name} violated: {verdict.detail}", stacklevel=3)
+def warn_violations(report: Report) -> None:
+    for name, verdict in report.violations.items():
+        warnings.warn(f"invariant {name} violated: {verdict.detail}", stacklevel=3)
 
 
 def dt_halving_verdict(coarse: xr.Dataset, fine: xr.Dataset, tolerance: float = 0.05

@@ -8,18 +8,20 @@ warmup is the scenario's `[run] warmup`, else a quarter of the run.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import tomllib
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
 
+from pathflow.invariants import Report, report_of
 from pathflow.resolved import ResolvedRun, steady_start
 from pathflow.units import parse_time
 
 __all__ = [
+    "Convergence",
+    "Summary",
     "bottleneck_frequency",
     "convergence_time",
     "default_warmup",
@@ -117,9 +119,29 @@ def _fluctuation(tail: np.ndarray) -> np.ndarray:
     return np.std(tail - (np.outer(x, slope) + intercept), axis=0)
 
 
+# eq=False: the per-flow times are an array, which has no single truth value to compare by
+@dataclass(frozen=True, eq=False)
+class Convergence:
+    """When a run settles (`convergence_time`); times in s."""
+
+    time: float
+    """When every running flow and the judged queue settled: inf if not before the last quarter
+    of the run, nan if it cannot be judged (`reason`)."""
+    settled: bool
+    """Settled before the last quarter of the run began."""
+    flows: xr.DataArray
+    """Per flow (dimension `flow`), when its rate settled; nan for a flow idle at the end."""
+    link: str | None
+    """The link whose queue was judged (None when the run cannot be judged and none was given)."""
+    queue_time: float
+    """When that queue alone settled."""
+    reason: str | None
+    """Why the run cannot be judged ("not enough data: ..."), None when it can."""
+
+
 def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None = None,
                      queue_band_packets: float = 2.0, noise: float = 4.0,
-                     link: str | None = None) -> dict[str, Any]:
+                     link: str | None = None) -> Convergence:
     """When the run settles: the first time after which every running flow's rate stays within
     +-max(band * final mean, noise * its fluctuation) of its final mean, and the queue of `link`
     (default: the busiest link of the last quarter, ranked as by `hotspots`) within
@@ -135,12 +157,10 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
     series settles when it enters the range it keeps (4 standard deviations: a Gaussian series
     leaves it once in about 16 000 independent samples). Fluid results fluctuate far less and
     are judged by the band alone.
-    Returns {"time": s or inf, "settled": bool, "flows": per-flow times, "link": the link
-    judged, "queue_time": when its queue alone settled, "reason": None}. A run that has not
-    settled before its last quarter begins has time inf. A run that cannot be judged has time
-    nan, settled False and the reason in "reason" (not enough data: fewer than
-    `MIN_RECORDS` records, a smoothing window longer than the first three quarters of the run,
-    or no flow delivering anything in the last quarter).
+    Returns a `Convergence`. A run that has not settled before its last quarter begins has time
+    inf. A run that cannot be judged has time nan, settled False and the reason in `reason`
+    (not enough data: fewer than `MIN_RECORDS` records, a smoothing window longer than the
+    first three quarters of the run, or no flow delivering anything in the last quarter).
     """
     time = ds.time.values
     interval = float(time[1] - time[0]) if time.size > 1 else 1.0
@@ -155,8 +175,9 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
     running = rates[final_from:].mean(axis=0) > 0 if time.size else np.zeros(0, bool)
     reason = _not_judged(time.size, width, final_from, bool(running.any()))
     if reason is not None:
-        return {"time": math.nan, "settled": False, "flows": np.full(rates.shape[1], math.nan),
-                "link": link, "queue_time": math.nan, "reason": reason}
+        return Convergence(time=math.nan, settled=False,
+                           flows=_per_flow(ds, np.full(rates.shape[1], math.nan)), link=link,
+                           queue_time=math.nan, reason=reason)
     smooth = _moving_average(rates[:, running], width)
     final = smooth[final_from:].mean(axis=0)
     half = np.maximum(band * final, noise * _fluctuation(smooth[final_from:]))
@@ -181,8 +202,15 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
     settle_index = max([queue_exit, *flow_exit.tolist()])
     per_flow = np.full(rates.shape[1], math.nan)
     per_flow[running] = [when(int(i)) for i in flow_exit]
-    return {"time": when(settle_index), "settled": settle_index < final_from, "flows": per_flow,
-            "link": link, "queue_time": when(queue_exit), "reason": None}
+    return Convergence(time=when(settle_index), settled=settle_index < final_from,
+                       flows=_per_flow(ds, per_flow), link=link, queue_time=when(queue_exit),
+                       reason=None)
+
+
+def _per_flow(ds: xr.Dataset, seconds: np.ndarray) -> xr.DataArray:
+    """Per-flow times (s), labelled by the result's flows."""
+    return xr.DataArray(seconds, coords={"flow": ds.flow.values}, dims="flow",
+                        attrs={"units": "s"})
 
 
 MIN_RECORDS = 8  # a last quarter of two samples, and some before it
@@ -265,18 +293,41 @@ def hotspots(ds: xr.Dataset, top: int = 5, warmup: float | None = None) -> xr.Da
     return ranked
 
 
-def summarize(ds: xr.Dataset, warmup: float | None = None, top: int = 5) -> dict[str, Any]:
-    """Everything the command line prints, as plain Python values (SI units)."""
+# eq=False: Datasets and DataArrays inside have no single truth value to compare by
+@dataclass(frozen=True, eq=False)
+class Summary:
+    """What `pathflow run` prints about a result (`summarize`), over the steady window; SI units."""
+
+    throughput: xr.DataArray
+    """Mean delivered rate of each flow (bytes/s), over `flow`."""
+    aggregate_throughput: float
+    """Their sum (bytes/s)."""
+    jain: float
+    """Jain's fairness index of the flows' rates (nan when nothing was delivered)."""
+    bottleneck: str
+    """The busiest link (the first of `hotspots`)."""
+    queues: xr.Dataset
+    """Queue mean, p1, p99, max and min (bytes) of the `hotspots` links, in their order."""
+    hotspots: xr.Dataset
+    """The busiest links, busiest first (`hotspots`)."""
+    convergence: Convergence
+    """When the run settled, judged at the bottleneck's queue."""
+    invariants: Report
+    """The invariant verdicts the engine attached (empty for a result without them)."""
+
+
+def summarize(ds: xr.Dataset, warmup: float | None = None, top: int = 5) -> Summary:
+    """Everything the command line prints about `ds`."""
     rates = throughput(ds, warmup)
-    stats = queue_stats(ds, warmup)
     hot = hotspots(ds, top, warmup)
-    return {
-        "throughput": rates.values,
-        "aggregate_throughput": float(rates.sum()),
-        "jain": jain_index(rates.values),
-        "bottleneck": str(hot.link.values[0]),
-        "queues": stats.sel(link=hot.link),
-        "hotspots": hot,
-        "convergence": convergence_time(ds, link=str(hot.link.values[0])),
-        "invariants": json.loads(ds.attrs.get("invariants", "{}")),
-    }
+    bottleneck = str(hot.link.values[0])
+    return Summary(
+        throughput=rates,
+        aggregate_throughput=float(rates.sum()),
+        jain=jain_index(rates.values),
+        bottleneck=bottleneck,
+        queues=queue_stats(ds, warmup).sel(link=hot.link),
+        hotspots=hot,
+        convergence=convergence_time(ds, link=bottleneck),
+        invariants=report_of(ds),
+    )

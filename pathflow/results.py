@@ -146,8 +146,8 @@ def _per_flow_first(values: np.ndarray, flow_of: np.ndarray, n_flows: int) -> np
 
 
 def write_dataset(dataset: xr.Dataset, path: str | Path) -> None:
-    """Write a result as netCDF (h5netcdf), whole or not at all (`pathflow.atomic`); dict-valued
-    attrs are stored as JSON text."""
+    """Write a result as netCDF (h5netcdf), whole or not at all (`pathflow.atomic`); dict- or
+    list-valued attrs are stored as JSON text (netCDF attributes hold only text and numbers)."""
     out = dataset.copy()
     out.attrs = {key: json.dumps(value) if isinstance(value, dict | list) else value
                  for key, value in dataset.attrs.items()}

@@ -11,7 +11,6 @@ what is allowed.
 from __future__ import annotations
 
 import math
-import textwrap
 import tomllib
 import typing
 from collections.abc import Callable
@@ -469,86 +468,3 @@ def load_scenario(path: str | Path) -> Scenario:
         return Scenario.from_toml(text, base_dir=path.resolve().parent)
     except ScenarioError as error:
         raise ScenarioError(f"{path.name}: {error}") from None
-
-
-_REFERENCE = """\
-Scenario file keys (TOML). Quantities are strings with units: rates "10Gbps" "100Mbps" "1.25GB/s";
-times "62.5us" "2ms" "1s"; sizes "1500B" "512KB" "1MiB" "20pkt" (pkt = transport.mss bytes).
-
-name = "..."                   label for outputs
-
-[topology]
-  kind       star | dumbbell | fattree | leafspine | graph
-  senders    star, dumbbell: number of senders (star: h0.. -> s0 -> r0; dumbbell: h0.. -> s0 -> s1
-             -> r0..)
-  k          fattree: even port count (k = 4: 16 hosts, 20 switches; k = 16: 1024 hosts)
-  leaves, spines, hosts_per_leaf            leafspine
-  edges      graph: CSV file (columns src,dst[,link_rate,delay,buffer]) or GraphML, relative to
-             the scenario file; must be connected
-  hosts      graph: list of host nodes (default: nodes of degree 1)
-  link_rate  every link (default "10Gbps")
-  delay      one-way propagation delay per link (default "1us")
-  buffer     per egress port, > 0 (default "300KB")
-  [[topology.links]]  overrides: match = "s0->r0" (glob on link names, e.g. "agg*->core*") or
-             tier = "access" | "bottleneck" | "host-edge" | "edge-agg" | "agg-core" | "host-leaf"
-             | "leaf-spine" | "graph"; then any of link_rate, delay, buffer
-
-{aqm}
-[traffic]
-  pattern    incast (default; flows round-robin over the senders to one receiver) | permutation
-             (random derangement of hosts) | stride (host i -> i + stride) | random | explicit
-             (pairs = [[src, dst], ...] host indices) | one_to_one (sender i -> receiver i)
-  flows      number of connections (default: one per sender or host)
-  size       bytes per flow or "inf" (default); a finite flow ends when its bytes are delivered
-  start      start time of every flow (default "0s");  start_jitter: add uniform [0, jitter)
-  stride     stride pattern: offset;  receiver: incast receiver index (default 0)
-
-{transport}
-[routing]
-  mode       ecmp (default; seeded per-flow hash) | spray (equal split over equal-cost paths) |
-             static (per-switch random next hop per destination) | shortest
-  max_paths  cap on equal-cost paths per pair (default 256)
-
-[run]
-  duration   simulated time (default "100ms");  seed (default 1)
-  dt         integration step (default: smallest base RTT / 20)
-  sample     recording interval (default: up to 20000 samples)
-  warmup     start of the steady window for statistics (default: a quarter of duration)
-  precision  float64 (default) | float32
-"""
-
-
-def _describe(parameter: Parameter, indent: str) -> str:
-    """One parameter for the reference: meaning, default and allowed values, wrapped."""
-    default = parameter.default
-    shown = ("required" if default is None and not parameter.optional
-             else "optional" if default is None
-             else f"default {default:.6g}" if isinstance(default, float)
-             else f"default {default!r}")
-    text = f"{parameter.name:<10} {parameter.doc}; {parameter.allowed()}; {shown}"
-    return textwrap.fill(text, 100, initial_indent=indent,
-                         subsequent_indent=indent + " " * 11)
-
-
-def _vocabulary() -> dict[str, str]:
-    """The [aqm] and [transport] parts of the reference, generated from the registry."""
-    aqm = ["[aqm]  (applied at switch ports; host NICs are drop-tail)",
-           f"  kind       {' | '.join(DISCIPLINES)} (default droptail)"]
-    for name, kind in DISCIPLINES.items():
-        if kind.parameters:
-            aqm.append(f"  kind = {name!r}:")
-            aqm += [_describe(p, "    ") for p in kind.parameters]
-    transport = ["[transport]", f"  cc         {' | '.join(CONTROLS)} (default dctcp)",
-                 '  mss        packet size on the wire, also the unit "pkt" (default "1500B")']
-    for name, entry in CONTROLS.items():
-        transport.append(f"  cc = {name!r}: {entry.summary}; {entry.sends}-based")
-        transport += [_describe(p, "    ") for p in entry.parameters]
-    return {"aqm": "\n".join(aqm), "transport": "\n".join(transport)}
-
-
-def reference() -> str:
-    """The scenario vocabulary as `pathflow run --help` prints it (from the registry as it is)."""
-    return _REFERENCE.format(**_vocabulary())
-
-
-REFERENCE = reference()

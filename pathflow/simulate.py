@@ -7,7 +7,7 @@ from collections.abc import Callable
 import xarray as xr
 
 from pathflow.compile import Compiled, compile_scenario
-from pathflow.invariants import check_invariants, dt_halving_verdict, report_json, warn_violations
+from pathflow.invariants import Report, check_invariants, dt_halving_verdict, warn_violations
 from pathflow.metrics import store_warmup
 from pathflow.results import trajectory_to_dataset
 from pathflow.scenario import Scenario
@@ -35,7 +35,8 @@ def run_compiled(compiled: Compiled, progress: Callable[[int, int], None] | None
 
 def simulate(scenario: Scenario, progress: Callable[[int, int], None] | None = None,
              check_dt: bool = False, compiled: Compiled | None = None) -> xr.Dataset:
-    """Run the fluid model of `scenario`; the invariant report is in `attrs["invariants"]`.
+    """Run the fluid model of `scenario`; the invariant report is in `attrs["invariants"]` as
+    JSON text (`invariants.report_of` and `metrics.summarize` read it as a `Report`).
 
     With `check_dt`, the scenario is run again at a fixed half of its finest step (the step the
     run starts from, and its step throughout where `[run] dt` fixes it) and the agreement of mean
@@ -51,7 +52,8 @@ def simulate(scenario: Scenario, progress: Callable[[int, int], None] | None = N
     if check_dt:
         finer = scenario.with_updates({"run.dt": compiled.dt / 2,
                                        "run.sample": compiled.sample_interval})
-        report["dt_halving"] = dt_halving_verdict(ds, run_compiled(compile_scenario(finer)))
-    ds.attrs["invariants"] = report_json(report)
+        halved = dt_halving_verdict(ds, run_compiled(compile_scenario(finer)))
+        report = Report({**report, "dt_halving": halved})
+    ds.attrs["invariants"] = report.to_json()
     warn_violations(report)
     return ds

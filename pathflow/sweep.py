@@ -81,8 +81,8 @@ def summarize_point(ds: xr.Dataset) -> dict[str, float]:
         "queue_mean": float(stats["mean"][link]),
         "queue_p99": float(stats["p99"][link]),
         "queue_max": float(stats["max"][link]),
-        "convergence_time": convergence["time"],
-        "settled": math.nan if convergence["reason"] else float(convergence["settled"]),
+        "convergence_time": convergence.time,
+        "settled": math.nan if convergence.reason else float(convergence.settled),
         "drops": float(ds.drops.isel(link=link).mean()),
         "window_mean": float(ds.cwnd.sel(time=steady).mean()),
     }

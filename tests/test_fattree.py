@@ -68,7 +68,7 @@ def test_ecmp_collisions_are_the_hotspots(runs: dict) -> None:
         assert {str(name) for name in hot.link.values[: len(queued)]} == queued
         assert all(float(hot.utilization.sel(link=name)) > 0.99 for name in queued)
         summary = summarize(ds)  # what `pathflow run` prints: convergence judged at the hotspot
-        assert summary["convergence"]["link"] == summary["bottleneck"] == str(hot.link.values[0])
+        assert summary.convergence.link == summary.bottleneck == str(hot.link.values[0])
 
 
 def test_bottlenecks_across_seeds_and_path_diversity(runs: dict) -> None:

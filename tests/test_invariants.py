@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import xarray as xr
 
-from pathflow.invariants import check_invariants
+from pathflow.invariants import Report, check_invariants, report_of
+from pathflow.results import write_dataset
 
 PACKET, CAPACITY, BUFFER, INTERVAL = 1500.0, 1.25e6, 100 * 1500.0, 1e-3  # 10 Mb/s, 1 ms
 
@@ -49,3 +53,21 @@ def test_an_idle_link_with_an_empty_queue_conserves_work() -> None:
 def test_queue_above_buffer_and_departures_above_capacity_are_caught() -> None:
     report = check_invariants(one_link(1.01 * CAPACITY, queue=BUFFER + PACKET))
     assert not report["queue_bounds"].ok and not report["capacity"].ok
+
+
+def test_a_written_report_reads_back_as_it_was(tmp_path: Path) -> None:
+    """A result holds its report as JSON text ({name: {"ok", "detail"}}), so that any netCDF
+    writer keeps it; `report_of` reads it back into the same `Report`."""
+    ds = one_link(1.01 * CAPACITY, queue=BUFFER + PACKET)
+    report = check_invariants(ds)
+    ds.attrs["invariants"] = report.to_json()
+    assert isinstance(report, Report) and not report.ok
+    assert set(report.violations) == {"queue_bounds", "capacity"}
+    write_dataset(ds, tmp_path / "r.nc")
+    ds.to_netcdf(tmp_path / "plain.nc")  # a user's own writer
+    with xr.open_dataset(tmp_path / "r.nc") as saved:
+        text = saved.attrs["invariants"]
+        assert report_of(saved) == report == report_of(ds)
+    assert text == json.dumps({name: {"ok": verdict.ok, "detail": verdict.detail}
+                               for name, verdict in report.items()})
+    assert report_of(xr.Dataset()) == Report({}) and Report({}).ok

@@ -35,8 +35,8 @@ def test_convergence_of_an_exponential_approach() -> None:
     rate = 1e6 * (1 - np.exp(-time / tau))
     ds = synthetic(np.stack([rate, rate], axis=1), np.full(time.size, 50 * PACKET), time)
     result = convergence_time(ds, smoothing=1e-4)
-    assert result["settled"]
-    assert result["time"] == pytest.approx(tau * math.log(10), rel=0.02)
+    assert result.settled
+    assert result.time == pytest.approx(tau * math.log(10), rel=0.02)
 
 
 def test_a_drifting_run_does_not_settle() -> None:
@@ -44,7 +44,7 @@ def test_a_drifting_run_does_not_settle() -> None:
     rate = 1e6 * (0.2 + time)  # still rising at the end
     ds = synthetic(rate[:, None], np.full(time.size, 10 * PACKET), time)
     result = convergence_time(ds)
-    assert not result["settled"] and math.isinf(result["time"])
+    assert not result.settled and math.isinf(result.time)
 
 
 def test_a_limit_cycle_settles() -> None:
@@ -53,7 +53,7 @@ def test_a_limit_cycle_settles() -> None:
     queue = PACKET * (20 + 3 * ((time / 0.01) % 1.0))
     rate = np.full((time.size, 2), 6.25e6)
     ds = synthetic(rate, queue, time)
-    assert convergence_time(ds, smoothing=0.05)["settled"]
+    assert convergence_time(ds, smoothing=0.05).settled
 
 
 def test_queue_stats_and_loss_cycles_of_a_sawtooth() -> None:
@@ -80,10 +80,10 @@ def test_a_noisy_approach_settles_into_its_own_range() -> None:
     noise = np.random.default_rng(1).normal(0.0, 0.05, (time.size, 2))
     rate = 1e6 * ((1 - np.exp(-time / tau))[:, None] + noise)
     ds = synthetic(rate, np.full(time.size, 50 * PACKET), time)
-    assert not convergence_time(ds, smoothing=1e-4, noise=0.0)["settled"]
+    assert not convergence_time(ds, smoothing=1e-4, noise=0.0).settled
     result = convergence_time(ds, smoothing=1e-4)
-    assert result["settled"]
-    assert tau * math.log(5) <= result["time"] <= tau * math.log(50)
+    assert result.settled
+    assert tau * math.log(5) <= result.time <= tau * math.log(50)
 
 
 @pytest.mark.parametrize(("records", "delivering", "smoothing", "why"), [
@@ -99,11 +99,11 @@ def test_convergence_says_not_enough_data(records: int, delivering: bool,
     time = np.linspace(0.01, 1.0, records)
     rates = np.full((records, 2), 1e6 if delivering else 0.0)
     result = convergence_time(synthetic(rates, np.zeros(records), time), smoothing=smoothing)
-    assert why in result["reason"] and result["reason"].startswith("not enough data")
-    assert math.isnan(result["time"]) and not result["settled"]
+    assert why in result.reason and result.reason.startswith("not enough data")
+    assert math.isnan(result.time) and not result.settled
 
 
 def test_a_judged_run_has_no_reason() -> None:
     time = np.linspace(0.01, 1.0, 100)
     result = convergence_time(synthetic(np.full((100, 1), 1e6), np.zeros(100), time))
-    assert result["reason"] is None and result["settled"] and result["time"] == 0.0
+    assert result.reason is None and result.settled and result.time == 0.0

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import xarray as xr
 import pathflow
 from pathflow import Scenario
 from pathflow.compile import ACK_BYTES
+from pathflow.invariants import report_of
 from pathflow.metrics import loss_cycles, summarize, throughput
 from pathflow.validation.packet import simulate_packets
 
@@ -49,7 +49,7 @@ def star(senders: int = 1, *, rate: str = "1Gbps", delay: str = "10us", buffer: 
 
 
 def invariants(ds: xr.Dataset) -> dict[str, bool]:
-    return {name: verdict["ok"] for name, verdict in json.loads(ds.attrs["invariants"]).items()}
+    return {name: verdict.ok for name, verdict in report_of(ds).items()}
 
 
 def test_single_flow_on_idle_path() -> None:
@@ -203,4 +203,4 @@ def test_dataset_speaks_the_fluid_vocabulary() -> None:
     for coord in fluid.coords:
         assert coord in packet.coords, coord
     assert packet.attrs["engine"] == "pathflow packet"
-    assert summarize(packet)["bottleneck"] == "s0->r0"
+    assert summarize(packet).bottleneck == "s0->r0"

@@ -13,9 +13,10 @@ from aimd_model import Aimd
 import pathflow
 from pathflow.models import registry
 from pathflow.models.registry import CONTROLS, DISCIPLINES, CongestionControl
-from pathflow.scenario import Scenario, ScenarioError, reference
+from pathflow.scenario import Scenario, ScenarioError
 from pathflow.validation.ns3.config import TCP_TYPES
 from pathflow.validation.packet import layout, simulate_packets
+from pathflow.vocabulary import reference
 
 PACKET = 1500.0
 

@@ -18,7 +18,7 @@ import typer
 from pathflow import __version__
 from pathflow.cli import calibrate, run, sweep, validate
 from pathflow.cli.console import console
-from pathflow.scenario import REFERENCE
+from pathflow.vocabulary import REFERENCE
 
 __all__ = ["app", "main"]
 

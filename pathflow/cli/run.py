@@ -35,7 +35,7 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
 
     summary = summarize(ds)
     packet = scenario.packet_bytes
-    rates = summary["throughput"]
+    rates = summary.throughput
     flows = Table(title="Flows (steady window)", title_justify="left")
     for column in ("flow", "src -> dst", "throughput"):
         flows.add_column(column, justify="right" if column == "throughput" else "left",
@@ -47,14 +47,14 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
     if len(rates) > 10:
         flows.add_row("...", f"{len(rates)} flows", f"min {format_rate(float(rates.min()))}, "
                       f"max {format_rate(float(rates.max()))}")
-    jain = summary["jain"]
+    jain = summary.jain
     flows.add_row("all", f"Jain {jain:.4f}" if math.isfinite(jain) else "Jain n/a (no delivery)",
-                  format_rate(summary["aggregate_throughput"]), style="bold")
+                  format_rate(summary.aggregate_throughput), style="bold")
     console.print(flows)
     links = Table(title="Busiest links (steady window)", title_justify="left")
     for column in ("link", "utilization", "queue mean", "p99", "max", "drops"):
         links.add_column(column, justify="left" if column == "link" else "right", overflow="fold")
-    hot, queues = summary["hotspots"], summary["queues"]
+    hot, queues = summary.hotspots, summary.queues
     for i, name in enumerate(hot.link.values):
         def pk(value: float) -> str:
             return f"{value / packet:.1f} pkt"
@@ -63,17 +63,17 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
                       pk(float(queues["mean"][i])), pk(float(queues["p99"][i])),
                       pk(float(queues["max"][i])), format_rate(float(hot.drops[i])))
     console.print(links)
-    convergence = summary["convergence"]
-    if convergence["reason"]:
-        console.print(f"Convergence: {convergence['reason']}")
+    convergence = summary.convergence
+    if convergence.reason:
+        console.print(f"Convergence: {convergence.reason}")
     else:
-        settled = (f"settled after {format_time(convergence['time'])}" if convergence["settled"]
+        settled = (f"settled after {format_time(convergence.time)}" if convergence.settled
                    else "did not settle within the run")
         console.print(f"Convergence: {settled} (rates within 10 %, queue on "
-                      f"{convergence['link']} within a band)")
-    report = summary["invariants"]
-    broken = [f"{name}: {v['detail']}" for name, v in report.items() if not v["ok"]]
-    verdict = "all hold" if not broken else "VIOLATED: " + "; ".join(broken)
+                      f"{convergence.link} within a band)")
+    report = summary.invariants
+    broken = [f"{name}: {v.detail}" for name, v in report.violations.items()]
+    verdict = "all hold" if report.ok else "VIOLATED: " + "; ".join(broken)
     console.print(f"Invariants ({', '.join(report)}): {verdict}")
 
 

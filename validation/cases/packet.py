@@ -201,7 +201,7 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
     else:
         p99_tolerance, p99_why = max(0.25 * p99_p, 3.0), "25 % (no closed form off a star)"
     smoothing = min(10 * float(fluid.rtt.mean()), scenario.si.run.duration / 20)
-    settle = [convergence_time(ds, smoothing=smoothing, link=link)["queue_time"]
+    settle = [convergence_time(ds, smoothing=smoothing, link=link).queue_time
               for ds in (packet, fluid)]
     reno_settling = None if dctcp else "not claimed: Reno's loss cycle outlasts the smoothing"
     others = (ranked.utilization.values > 0.95) & (ranked.queue_mean.values > PACKET)

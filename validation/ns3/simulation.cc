@@ -5,6 +5,10 @@
 // pathflow.validation.ns3.child hands its text to cppyy.cppdef inside the ns-3 subprocess,
 // after `from ns import ns` has loaded ns-3's headers and libraries: that is why no ns-3 header
 // is included here. Python fills `Params` and reads `Runner`'s sample vectors.
+//
+// One file, though long: cppyy compiles one text in one call, and its parts (Params, the flow
+// routing, the ACK-first queue filter, Runner) share types that a split would have to
+// declare twice or stitch back together in Python before compiling.
 
 #include <algorithm>
 #include <chrono>

@@ -9,7 +9,7 @@ from dataclasses import replace
 import xarray as xr
 
 from pathflow.compile import ACK_BYTES
-from pathflow.invariants import check_invariants, report_json, warn_violations
+from pathflow.invariants import check_invariants, warn_violations
 from pathflow.metrics import store_warmup
 from pathflow.scenario import Scenario
 from pathflow.validation.packet import layout as L
@@ -55,8 +55,8 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
         ns-3's perfectly periodic hosts.
 
     Returns a Dataset with the variables of `pathflow.results` (engine "pathflow packet");
-    `attrs["invariants"]` holds the invariant report, and `events`, `packet_hops`,
-    `wall_time_s` describe the run.
+    `attrs["invariants"]` holds the invariant report as JSON text (`invariants.report_of`), and
+    `events`, `packet_hops`, `wall_time_s` describe the run.
     """
     t0 = time.perf_counter()
     packet_sender(scenario)  # before anything reads the window parameters
@@ -93,6 +93,6 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
     if header_bytes > 0:  # framing takes link time that departures (packet bytes) do not count
         checked = ds.assign_coords(capacity=ds.capacity * packet / (packet + header_bytes))
     report = check_invariants(checked, min_cwnd_bytes=floor)
-    ds.attrs["invariants"] = report_json(report)
+    ds.attrs["invariants"] = report.to_json()
     warn_violations(report)
     return ds
