@@ -55,7 +55,8 @@ Usage::
     python benchmarks/bench_speed.py --cases ecmp,incast --json speed.json
     python benchmarks/bench_speed.py --fluid-duration spray=100ms
 
-This is a measurement, not a test: nothing here asserts on speed.
+This is a measurement, not a test: nothing here asserts on speed. One script, though long, so that
+the table's cases, their workers and their report are read in one place.
 """
 
 from __future__ import annotations
