@@ -165,9 +165,8 @@ def convergence_time(ds: xr.Dataset, band: float = 0.1, smoothing: float | None 
     time = ds.time.values
     interval = float(time[1] - time[0]) if time.size > 1 else 1.0
     if smoothing is None:
-        rtt = float(np.nanmean(ds.rtt.values)) if "rtt" in ds and np.isfinite(ds.rtt).any() \
-            else math.nan
-        rtts = 10 * rtt if math.isfinite(rtt) else 10 * interval
+        rtt = ds.rtt.values[np.isfinite(ds.rtt.values)] if "rtt" in ds else np.empty(0)
+        rtts = 10 * float(rtt.mean()) if rtt.size else 10 * interval  # no ACK back: no RTT
         smoothing = min(rtts, float(time[-1]) / 20)
     width = max(1, round(smoothing / interval))
     final_from = int(0.75 * time.size)

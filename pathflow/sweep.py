@@ -187,8 +187,8 @@ def sweep_flows(scenario: Scenario, counts: list[int], progress: Progress | None
             finished.append((len(c.routes.flows), summarize_point(ds), _series(ds)))
             first = ds if first is None else first
         if on_chunk is not None:
-            on_chunk(_combine(finished, scenario, first, resume, kept))
-    return _combine(finished, scenario, first, resume, kept)
+            on_chunk(_combine(finished, scenario, first, resume))
+    return _combine(finished, scenario, first, resume)
 
 
 def _resumable(resume: xr.Dataset | None, scenario: Scenario, counts: list[int]) -> set[int]:
@@ -210,16 +210,14 @@ def _series(ds: xr.Dataset) -> xr.Dataset:
 
 
 def _combine(finished: list[tuple[int, dict[str, float], xr.Dataset]], scenario: Scenario,
-             first: xr.Dataset | None, resume: xr.Dataset | None = None,
-             kept: AbstractSet[int] = frozenset()) -> xr.Dataset:
-    """The sweep's Dataset of the points run now and those `kept` from a resumed result."""
-    if resume is not None and kept:
-        before = resume.sel(flows=sorted(kept))
+             first: xr.Dataset | None, resume: xr.Dataset | None = None) -> xr.Dataset:
+    """The sweep's Dataset of the points run now and those of a resumed result."""
+    if resume is not None and resume.sizes.get("flows", 0):
         if first is None:
-            return before
+            return resume
         ran = _combine(finished, scenario, first)
-        fresh = ran.drop_sel(flows=[n for n in ran.flows.values if int(n) in kept])
-        return xr.concat([before, fresh], "flows", join="override",
+        fresh = ran.drop_sel(flows=[n for n in ran.flows.values if n in resume.flows.values])
+        return xr.concat([resume, fresh], "flows", join="override",
                          combine_attrs="override").sortby("flows")
     finished = sorted(finished, key=lambda item: item[0])
     counts = [n for n, _, _ in finished]
