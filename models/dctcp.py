@@ -82,7 +82,7 @@ class Dctcp(WindowControl):
     state_units: ClassVar[dict[str, str]] = {**WindowControl.state_units, "alpha": "1"}
     reaction: str = "window"
 
-    def mark_factor(self, state: State) -> Array:
+    def mark_factor(self, state: State, signals: Signals) -> Array:
         return 1.0 - state["alpha"] / 2
 
     def extra_state(self, params: DctcpParams) -> State:
@@ -91,5 +91,5 @@ class Dctcp(WindowControl):
     def extra_derivative(self, state: State, signals: Signals, params: DctcpParams) -> State:
         return {"alpha": params.g / signals.rtt * (signals.mark - state["alpha"])}
 
-    def extra_project(self, state: State) -> State:
+    def extra_project(self, state: State, signals: Signals, cut: Array) -> State:
         return {"alpha": jnp.clip(state["alpha"], 0.0, 1.0)}

@@ -21,6 +21,7 @@ from typing import Any
 from pathflow.models.aqm import DISCIPLINES, QueueDiscipline
 from pathflow.models.base import CongestionModel
 from pathflow.models.dctcp import Dctcp
+from pathflow.models.mptcp import Balia, Lia, Olia, Uncoupled
 from pathflow.models.parameters import Parameter
 from pathflow.models.reno import Reno
 
@@ -37,6 +38,7 @@ class CongestionControl:
     packet_sender: str | None  # the sender's name in validation.packet (layout.CC_CODES)
     ns3_type: str | None  # the ns-3 TypeId it is compared with
     ecn: bool  # reacts to ECN marks (a RED queue marks rather than drops by default)
+    multipath: bool = False  # a connection may have several subflows (`[transport] subflows`)
 
     @property
     def sends(self) -> str:
@@ -72,6 +74,18 @@ register(CongestionControl(
 register(CongestionControl(
     "dctcp", Dctcp, "DCTCP: cut by the marked fraction (Alizadeh et al. 2010)",
     packet_sender="dctcp", ns3_type="ns3::TcpDctcp", ecn=True))
+register(CongestionControl(
+    "lia", Lia, "MPTCP with LIA coupling (RFC 6356)",
+    packet_sender=None, ns3_type=None, ecn=False, multipath=True))
+register(CongestionControl(
+    "olia", Olia, "MPTCP with OLIA coupling (Khalili et al. 2012)",
+    packet_sender=None, ns3_type=None, ecn=False, multipath=True))
+register(CongestionControl(
+    "balia", Balia, "MPTCP with BALIA coupling (Peng, Walid, Hwang, Low 2016)",
+    packet_sender=None, ns3_type=None, ecn=False, multipath=True))
+register(CongestionControl(
+    "uncoupled", Uncoupled, "MPTCP baseline: every subflow an independent Reno",
+    packet_sender=None, ns3_type=None, ecn=False, multipath=True))
 
 
 def control(name: str) -> CongestionControl:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pathflow.models.base import Array, State
+from pathflow.models.base import Array, Signals, State
 from pathflow.models.window import WINDOW_PARAMETERS, WindowControl, reaction_choice
 
 
@@ -53,5 +53,5 @@ class Reno(WindowControl):
     parameters = (*WINDOW_PARAMETERS, reaction_choice("mean"))
     reaction: str = "mean"
 
-    def mark_factor(self, state: State) -> Array:
+    def mark_factor(self, state: State, signals: Signals) -> Array:
         return 0.5 + 0.0 * state["cwnd"]

@@ -89,11 +89,13 @@ def reaction_choice(default: str) -> Parameter:
                      choices=REACTIONS)
 
 
-def increase(state: State, signals: Signals, params: WindowParams) -> Array:
-    """dW/dt from acknowledgements: W/(bR) in slow start, 1/(bR) in congestion avoidance;
-    zero while the window does not limit the rate (the sender's NIC does)."""
+def increase(state: State, signals: Signals, params: WindowParams, avoidance: Array | float
+             ) -> Array:
+    """dW/dt from acknowledgements: W/(bR) in slow start, `avoidance`/(bR) in congestion
+    avoidance (1 for Reno: one packet per round trip; W times the per-ACK increase of a coupled
+    model); zero while the window does not limit the rate (the sender's NIC does)."""
     per_event = signals.window_limited / (params.ack_ratio * signals.rtt)
-    return per_event * jnp.where(state["slow_start"] > 0, state["cwnd"], 1.0)
+    return per_event * jnp.where(state["slow_start"] > 0, state["cwnd"], avoidance)
 
 
 def event_rate(fraction: Array, acked_rate: Array, rtt: Array) -> Array:
@@ -107,8 +109,10 @@ class WindowControl(CongestionModel):
 
     Subclasses give the reaction to a mark (`mark_factor`), their parameters (the shared
     `WINDOW_PARAMETERS` and their own, with `Params` holding the value fields) and any extra
-    state of their own (`extra_state`, `extra_derivative`, `extra_project`). `reaction` is
-    "window" or "mean" (see the module docstring)."""
+    state of their own (`extra_state`, `extra_derivative`, `extra_project`). Coupled models
+    (MPTCP) also give the congestion-avoidance growth (`avoidance`) and the reaction to a loss
+    (`loss_factor`), both of which may read the other subflows of the connection through the
+    signals. `reaction` is "window" or "mean" (see the module docstring)."""
 
     sends = "window"
     Params: ClassVar[type] = WindowParams
@@ -123,8 +127,17 @@ class WindowControl(CongestionModel):
             raise ValueError("min_cwnd: must not exceed init_cwnd")
 
     @abstractmethod
-    def mark_factor(self, state: State) -> Array:
+    def mark_factor(self, state: State, signals: Signals) -> Array:
         """W is multiplied by this on an ECN reaction."""
+
+    def loss_factor(self, state: State, signals: Signals) -> Array | float:
+        """W is multiplied by this on a loss (Reno, DCTCP: one half)."""
+        return 0.5
+
+    def avoidance(self, state: State, signals: Signals) -> Array | float:
+        """Congestion-avoidance growth per round trip (packets): W times the increase per
+        window-increase event; 1 for Reno's 1/W per event."""
+        return 1.0
 
     def extra_state(self, params: WindowParams) -> State:
         return {}
@@ -132,7 +145,9 @@ class WindowControl(CongestionModel):
     def extra_derivative(self, state: State, signals: Signals, params: WindowParams) -> State:
         return {}
 
-    def extra_project(self, state: State) -> State:
+    def extra_project(self, state: State, signals: Signals, cut: Array) -> State:
+        """The extra state after a step; `cut` is True where the window was just cut (per-window
+        form; always False in the mean form, whose cuts are continuous)."""
         return {}
 
     def rate(self, state: State, rtt: Array, params: WindowParams) -> Array:
@@ -145,12 +160,13 @@ class WindowControl(CongestionModel):
 
     def derivative(self, state: State, signals: Signals, params: WindowParams) -> State:
         cwnd = state["cwnd"]
-        growth = increase(state, signals, params)
+        growth = increase(state, signals, params, self.avoidance(state, signals))
         zeros = jnp.zeros_like(cwnd)
         if self.reaction == "mean":
-            cuts = (cwnd * (1.0 - self.mark_factor(state))
+            cuts = (cwnd * (1.0 - self.mark_factor(state, signals))
                     * event_rate(signals.mark, signals.acked_rate, signals.rtt)
-                    + cwnd * 0.5 * event_rate(signals.loss, signals.acked_rate, signals.rtt))
+                    + cwnd * (1.0 - self.loss_factor(state, signals))
+                    * event_rate(signals.loss, signals.acked_rate, signals.rtt))
             flows = {"cwnd": growth - cuts, "cwr": zeros, "credit": zeros}
         else:
             congestion = 1.0 - (1.0 - signals.mark) * (1.0 - signals.loss)
@@ -163,12 +179,16 @@ class WindowControl(CongestionModel):
         cwnd = state["cwnd"]
         if self.reaction == "window":
             fire = (state["credit"] >= 1.0) & (state["cwr"] <= 0)
-            factor = jnp.where(signals.loss > 0, 0.5, self.mark_factor(state))
+            lost = signals.loss > 0
+            factor = jnp.where(lost, self.loss_factor(state, signals),
+                               self.mark_factor(state, signals))
             cwnd = jnp.where(fire, cwnd * factor, cwnd)
             cwr = jnp.where(fire, signals.rtt, jnp.maximum(state["cwr"], 0.0))
             credit = jnp.where(fire | (state["cwr"] > 0), 0.0, state["credit"])
+            cut = fire
         else:
             cwr, credit = state["cwr"], state["credit"]
+            cut = jnp.zeros_like(cwnd, dtype=bool)
         congestion = jnp.maximum(signals.loss, signals.mark)
         stay = (congestion <= 0) & (state["cwnd"] < params.ssthresh)
         return {
@@ -176,5 +196,5 @@ class WindowControl(CongestionModel):
             "slow_start": jnp.where(stay, state["slow_start"], 0.0),
             "cwr": cwr,
             "credit": credit,
-            **self.extra_project(state),
+            **self.extra_project(state, signals, cut),
         }

@@ -148,13 +148,14 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     host_links = _host_links(network)
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes,
                                                set(host_links.values()))
-    n_flows = len(routes.flows)
-    dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_flows)
-    history_bytes = ring_bytes(grid.history, n_flows)
+    n_subflows = len(routes.subflow_flow)
+    dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_subflows)
+    history_bytes = ring_bytes(grid.history, n_subflows)
     if history_bytes > 4e9:
         warnings.warn(f"the delay history needs {history_bytes / 1e9:.1f} GB: buffers allow round "
                       f"trips of {largest_rtt.max() * 1e3:.1f} ms at dt = {dt * 1e6:.2f} us; "
                       "consider smaller buffers or a larger [run] dt", stacklevel=2)
+    owners = [routes.flows[f] for f in routes.subflow_flow]  # each subflow's flow
     problem = Problem(
         queues=queues,
         aqm=aqm,
@@ -163,12 +164,12 @@ def compile_scenario(scenario: Scenario) -> Compiled:
         path_weight=np.asarray(routes.path_weight),
         path_base_rtt=base_rtt,
         subflow_flow=np.asarray(routes.subflow_flow, dtype=np.int32),
-        nic=np.array([host_links[flow.src] for flow in routes.flows], dtype=np.int32),
-        start=np.array([flow.start for flow in routes.flows]),
-        size=np.array([flow.size for flow in routes.flows]),
-        active=np.ones(n_flows),
-        packet=np.full(n_flows, transport.mss),
-        params=model.build_params(transport.parameters, n_flows),
+        nic=np.array([host_links[flow.src] for flow in owners], dtype=np.int32),
+        start=np.array([flow.start for flow in owners]),
+        size=np.array([flow.size for flow in owners]),
+        active=np.ones(n_subflows),
+        packet=np.full(n_subflows, transport.mss),
+        params=model.build_params(transport.parameters, n_subflows),
         dt=np.asarray(dt),
     )
     problem = with_hop_layout(problem)  # what the solver walks (solvers.problem.hop_layout)

@@ -101,12 +101,15 @@ class ResolvedTransport:
     cc: str
     mss: float  # bytes: a full packet on the wire, also the unit "pkt"
     parameters: Mapping[str, Any]  # the congestion control's, in the units its model receives
+    subflows: int = 1  # per connection (MPTCP); 1 for single-path TCP
+    path_manager: str = "ndiffports"  # how an MPTCP connection's subflows find their paths
 
 
 @dataclass(frozen=True)
 class ResolvedRouting:
     mode: str
     max_paths: int
+    paths: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (flow, node names): one subflow each
 
 
 @dataclass(frozen=True)

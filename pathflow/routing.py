@@ -1,15 +1,22 @@
 """Traffic patterns and routing: which flows exist and which paths carry them.
 
 `build_routes` turns a scenario and its network into flows (connections: source, destination,
-start, size), their subflows (the senders that own congestion state; one per TCP flow, several for
-an MPTCP connection) and, for each subflow, a set of paths with fixed split weights:
+start, size), their subflows (the senders that own congestion state; one per TCP flow,
+`[transport] subflows` for an MPTCP connection, each routed on its own as ndiffports does) and,
+for each subflow, a set of paths with fixed split weights:
 
 - ``shortest``: one shortest path (the first in name order), the same for every flow of a pair.
-- ``ecmp``: one of the equal-cost shortest paths, picked by a seeded per-flow hash, so that two
-  flows of one pair may take different paths and unrelated flows may collide (as switches do).
-- ``spray``: every equal-cost path with an equal share (per-packet spraying in the fluid limit).
+- ``ecmp``: one of the equal-cost shortest paths, picked by a seeded per-subflow hash, so that two
+  flows (or two subflows) of one pair may take different paths and unrelated ones may collide
+  (as switches do).
+- ``spray``: every equal-cost path with an equal share (per-packet spraying in the fluid limit),
+  for each subflow.
 - ``static``: every switch picks one next hop per destination among its equal-cost ones (seeded),
   as the seed 002 study's "static" routers do; all flows to one destination share that tree.
+
+`[[routing.paths]]` names paths explicitly, node by node: each entry is one subflow of its flow,
+which then has exactly those subflows (the seed 004 study's Hamiltonian-path subflows, or any
+hand-made multipath layout).
 
 Equal-cost paths are enumerated on the directed link graph: a breadth-first search from the
 destination gives each node's hop distance, and the paths are the walks that lower it by one at
@@ -18,6 +25,7 @@ every hop (at most `routing.max_paths` per pair, in name order).
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
@@ -279,25 +287,66 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
     flows = [Flow(s, d, float(t0), traffic.size)
              for (s, d), t0 in zip(pairs, starts, strict=True)]
     finder = _PathFinder(network, routing.max_paths)
+    subflows = scenario.si.transport.subflows
     paths: list[tuple[int, ...]] = []
     path_subflow: list[int] = []
     path_weight: list[float] = []
     equal_cost: list[int] = []
+    subflow_flow: list[int] = []
+    explicit = _explicit_paths(network, flows, routing.paths)
     for index, flow in enumerate(flows):
         if flow.src not in finder.distance_to(flow.dst):
             raise ScenarioError(f"routing: no path from {flow.src} to {flow.dst}")
         options = min(finder.count(flow.src, flow.dst), routing.max_paths)
         equal_cost.append(options)
-        if routing.mode == "static":
-            chosen = [finder.static_path(flow.src, flow.dst, seed)]
-        elif routing.mode == "spray":
-            chosen = finder.paths(flow.src, flow.dst)
-        elif routing.mode == "ecmp":
-            pick = _stable_hash(seed, index, flow.src, flow.dst) % options
-            chosen = [finder.path(flow.src, flow.dst, pick)]
-        else:
-            chosen = [finder.path(flow.src, flow.dst, 0)]
-        paths += chosen
-        path_subflow += [index] * len(chosen)  # one subflow per flow (TCP)
-        path_weight += [1.0 / len(chosen)] * len(chosen)
-    return Routes(flows, paths, path_subflow, path_weight, list(range(len(flows))), equal_cost)
+        given = explicit.get(index)
+        for subflow in range(subflows if given is None else len(given)):
+            chosen = ([given[subflow]] if given is not None else
+                      _subflow_paths(finder, routing.mode, flow, index, subflow, options, seed))
+            paths += chosen
+            path_subflow += [len(subflow_flow)] * len(chosen)
+            path_weight += [1.0 / len(chosen)] * len(chosen)
+            subflow_flow.append(index)
+    return Routes(flows, paths, path_subflow, path_weight, subflow_flow, equal_cost)
+
+
+def _explicit_paths(network: Network, flows: list[Flow],
+                    given: tuple[tuple[int, tuple[str, ...]], ...]
+                    ) -> dict[int, list[tuple[int, ...]]]:
+    """`[[routing.paths]]` as link-index paths per flow, in file order (one subflow each);
+    ScenarioError naming the entry when a path does not fit its flow or the network."""
+    found: dict[int, list[tuple[int, ...]]] = {}
+    for i, (index, nodes) in enumerate(given):
+        where = f"routing.paths[{i}]"
+        if index >= len(flows):
+            raise ScenarioError(f"{where}.flow: {index} is out of range; the traffic has "
+                                f"{len(flows)} flows (0..{len(flows) - 1})")
+        flow = flows[index]
+        if (nodes[0], nodes[-1]) != (flow.src, flow.dst):
+            raise ScenarioError(f"{where}.nodes: runs {nodes[0]} -> {nodes[-1]}, but flow {index} "
+                                f"runs {flow.src} -> {flow.dst}")
+        links = []
+        for a, b in itertools.pairwise(nodes):
+            link = network.index.get(f"{a}->{b}")
+            if link is None:
+                raise ScenarioError(f"{where}.nodes: no link {a} -> {b} in the topology")
+            links.append(link)
+        if len(set(nodes)) < len(nodes):
+            raise ScenarioError(f"{where}.nodes: visits a node twice (a path has no loops)")
+        found.setdefault(index, []).append(tuple(links))
+    return found
+
+
+def _subflow_paths(finder: _PathFinder, mode: str, flow: Flow, index: int, subflow: int,
+                   options: int, seed: int) -> list[tuple[int, ...]]:
+    """The paths of one subflow (ndiffports: every subflow on the flow's host pair, routed on
+    its own). ECMP hashes each subflow apart (the first as a single-path flow is hashed, so
+    that one subflow routes as TCP does); the other modes give every subflow the same paths."""
+    if mode == "static":
+        return [finder.static_path(flow.src, flow.dst, seed)]
+    if mode == "spray":
+        return finder.paths(flow.src, flow.dst)
+    if mode == "ecmp":
+        key = (seed, index) if subflow == 0 else (seed, index, subflow)
+        return [finder.path(flow.src, flow.dst, _stable_hash(*key, flow.src, flow.dst) % options)]
+    return [finder.path(flow.src, flow.dst, 0)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import tomllib
 import typing
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -179,11 +180,22 @@ class Traffic(_Section):
 class Transport(_Open):
     cc: str = "dctcp"
     mss: Size = "1500B"
+    subflows: int = Field(1, ge=1, le=64)
+    path_manager: Literal["ndiffports"] = "ndiffports"
+
+
+class ExplicitPath(_Section):
+    """`[[routing.paths]]`: one subflow of connection `flow` along `nodes` (node names, from the
+    flow's source host to its destination host)."""
+
+    flow: int = Field(ge=0)
+    nodes: list[str] = Field(min_length=2)
 
 
 class Routing(_Section):
     mode: Literal["shortest", "ecmp", "spray", "static"] = "ecmp"
     max_paths: int = Field(256, ge=1, le=4096)
+    paths: list[ExplicitPath] = []
 
 
 class Run(_Section):
@@ -267,7 +279,7 @@ def _parameters(declared: tuple[Parameter, ...], given: dict[str, Any], section:
                 packet_bytes: float, check: Any) -> dict[str, Any]:
     """Resolve a section's declared parameters; one-line ScenarioError naming the key."""
     names = [p.name for p in declared]
-    fixed = {"transport": ["cc", "mss"], "aqm": ["kind"]}[section]
+    fixed = {"transport": ["cc", "mss", "subflows", "path_manager"], "aqm": ["kind"]}[section]
     for key in given:
         if key not in names:
             owner = "cc" if section == "transport" else "kind"
@@ -332,6 +344,23 @@ def _run(run: Run, duration: float) -> ResolvedRun:
     return ResolvedRun(duration=duration, seed=run.seed, precision=run.precision, **times)
 
 
+def _check_subflows(spec: _ScenarioModel, control: CongestionControl) -> None:
+    """More than one subflow per connection only with a multipath congestion control."""
+    if control.multipath:
+        return
+    multipath = ", ".join(repr(name) for name, entry in CONTROLS.items() if entry.multipath)
+    transport = spec.transport
+    if transport.subflows > 1:
+        raise ScenarioError(f"transport.subflows: {transport.subflows} subflows need a multipath "
+                            f"cc ({multipath}); {transport.cc!r} runs one subflow per flow")
+    named = Counter(path.flow for path in spec.routing.paths)
+    crowded = next((flow for flow, count in sorted(named.items()) if count > 1), None)
+    if crowded is not None:
+        raise ScenarioError(f"routing.paths: flow {crowded} is given {named[crowded]} paths "
+                            f"(subflows), which need a multipath cc ({multipath}); "
+                            f"{transport.cc!r} runs one subflow per flow")
+
+
 def _resolve(spec: _ScenarioModel) -> Resolved:
     """The scenario's values in SI units, checked across fields. The first problem found is
     a one-line error naming the field, found in the order a reader of the file meets them
@@ -351,6 +380,7 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
         raise ScenarioError(f"aqm.kind: {aqm.kind!r} is not allowed; allowed: "
                             f"{', '.join(map(repr, DISCIPLINES))}")
     control, discipline = CONTROLS[transport.cc], DISCIPLINES[aqm.kind]
+    _check_subflows(spec, control)
     cc_values = _parameters(control.parameters, transport.declared(), "transport", mss,
                             control.model.check)
     aqm_values = _parameters(discipline.parameters, aqm.declared(), "aqm", mss, discipline.check)
@@ -376,8 +406,12 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
             stride=traffic.stride,
             pairs=None if traffic.pairs is None else tuple(map(tuple, traffic.pairs)),
             receiver=traffic.receiver),
-        transport=ResolvedTransport(cc=transport.cc, mss=mss, parameters=cc_values),
-        routing=ResolvedRouting(mode=spec.routing.mode, max_paths=spec.routing.max_paths),
+        transport=ResolvedTransport(cc=transport.cc, mss=mss, parameters=cc_values,
+                                    subflows=transport.subflows,
+                                    path_manager=transport.path_manager),
+        routing=ResolvedRouting(mode=spec.routing.mode, max_paths=spec.routing.max_paths,
+                                paths=tuple((p.flow, tuple(p.nodes))
+                                            for p in spec.routing.paths)),
         run=run,
     )
 

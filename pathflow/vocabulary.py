@@ -52,6 +52,9 @@ name = "..."                   label for outputs
   mode       ecmp (default; seeded per-flow hash) | spray (equal split over equal-cost paths) |
              static (per-switch random next hop per destination) | shortest
   max_paths  cap on equal-cost paths per pair (default 256)
+  [[routing.paths]]  explicit paths: flow = i (the connection, in traffic order), nodes = ["h0",
+             "s1", ..., "h5"] from its source host to its destination; each entry is one subflow
+             of that flow (several need a multipath cc); its other flows are routed by mode
 
 [run]
   duration   simulated time (default "100ms");  seed (default 1)
@@ -83,7 +86,12 @@ def _vocabulary() -> dict[str, str]:
             aqm.append(f"  kind = {name!r}:")
             aqm += [_describe(p, "    ") for p in kind.parameters]
     transport = ["[transport]", f"  cc         {' | '.join(CONTROLS)} (default dctcp)",
-                 '  mss        packet size on the wire, also the unit "pkt" (default "1500B")']
+                 '  mss        packet size on the wire, also the unit "pkt" (default "1500B")',
+                 "  subflows   subflows per connection, 1..64 (default 1); more than one needs a "
+                 "multipath cc",
+                 "  path_manager  ndiffports (default): every subflow on the connection's host "
+                 "pair, routed on its\n             own (ECMP hashes each subflow, so subflows "
+                 "may collide; spray splits each\n             over all equal-cost paths)"]
     for name, entry in CONTROLS.items():
         transport.append(f"  cc = {name!r}: {entry.summary}; {entry.sends}-based")
         transport += [_describe(p, "    ") for p in entry.parameters]
