@@ -150,3 +150,46 @@ def test_subflows_need_a_multipath_control() -> None:
         star(2, cc="dctcp", transport={"subflows": 4})
     with pytest.raises(ScenarioError, match=r"^transport\.subflows: .*greater than or equal"):
         star(2, cc="lia", transport={"subflows": 0})
+
+
+@pytest.mark.parametrize(("paths", "message"), [
+    ([{"flow": 0, "nodes": ["A", "p1", "b", "B"]}],
+     r"^routing\.paths\[0\]\.nodes: no link A -> p1 in the topology$"),
+    ([{"flow": 0, "nodes": VIA_P1}, {"flow": 0, "nodes": ["C1", "p1", "b", "D1"]}],
+     r"^routing\.paths\[1\]\.nodes: runs C1 -> D1, but flow 0 runs A -> B$"),
+    ([{"flow": 3, "nodes": VIA_P1}],
+     r"^routing\.paths\[0\]\.flow: 3 is out of range; the traffic has 2 flows \(0\.\.1\)$"),
+    ([{"flow": 0, "nodes": ["A", "a", "p1", "a", "p2", "b", "B"]}],
+     r"^routing\.paths\[0\]\.nodes: visits a node twice"),
+])
+def test_explicit_paths_that_do_not_fit_are_named(tmp_path: Path, paths: list[dict],
+                                                  message: str) -> None:
+    _network(tmp_path, 100, 100, 50, 50)
+    scenario = Scenario.from_dict({
+        "topology": {"kind": "graph", "edges": "edges.csv", "hosts": HOSTS},
+        "traffic": {"pattern": "explicit", "pairs": [[0, 1], [2, 3]]},
+        "transport": {"cc": "lia"}, "routing": {"paths": paths}}, base_dir=tmp_path)
+    with pytest.raises(ScenarioError, match=message):
+        simulate(scenario)
+
+
+def test_several_paths_for_one_flow_need_a_multipath_control() -> None:
+    with pytest.raises(ScenarioError, match=r"^routing\.paths: flow 0 is given 2 paths"):
+        star(2, cc="reno", routing={"paths": [{"flow": 0, "nodes": ["h0", "s0", "r0"]}] * 2})
+
+
+def test_the_command_line_names_a_broken_path_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pathflow.cli import app
+
+    _network(tmp_path, 100, 100, 50, 50)
+    (tmp_path / "bad.toml").write_text(
+        '[topology]\nkind = "graph"\nedges = "edges.csv"\n'
+        'hosts = ["A", "B", "C1", "D1", "C2", "D2"]\n'
+        '[traffic]\npattern = "explicit"\npairs = [[0, 1]]\n'
+        '[transport]\ncc = "olia"\n'
+        '[[routing.paths]]\nflow = 0\nnodes = ["A", "a", "p1", "B"]\n')
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "bad.toml"), "-q"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: routing.paths[0].nodes: no link p1 -> B in the topology"
