@@ -18,7 +18,6 @@ Cases (``--cases``, default all; durations of a full run, ``--quick`` shortens e
 - ``mptcp``: issue 9's benchmark: the k = 8 permutation at 10 Gb/s, 1,500 B packets, 300 KB
   drop-tail buffers, 128 MPTCP connections x 8 subflows (LIA, each subflow hashed by ECMP),
   100 ms: fluid (compile and run, peak RSS) against the packet reference on the same scenario.
-  The packet side is skipped, with the reason, where LIA has no packet-level sender.
 - ``mptcp16``: the same on a k = 16 fat-tree (1,024 hosts, 8,192 subflows). Fluid only. Target
   <= 60 s end to end and <= 4 GB peak RSS.
 - ``sweep``: ``pathflow sweep --flows 80:2000`` as a user runs it (``python -m pathflow`` in a

@@ -76,16 +76,16 @@ register(CongestionControl(
     packet_sender="dctcp", ns3_type="ns3::TcpDctcp", ecn=True))
 register(CongestionControl(
     "lia", Lia, "MPTCP with LIA coupling (RFC 6356)",
-    packet_sender=None, ns3_type=None, ecn=False, multipath=True))
+    packet_sender="lia", ns3_type=None, ecn=False, multipath=True))
 register(CongestionControl(
     "olia", Olia, "MPTCP with OLIA coupling (Khalili et al. 2012)",
-    packet_sender=None, ns3_type=None, ecn=False, multipath=True))
+    packet_sender="olia", ns3_type=None, ecn=False, multipath=True))
 register(CongestionControl(
     "balia", Balia, "MPTCP with BALIA coupling (Peng, Walid, Hwang, Low 2016)",
-    packet_sender=None, ns3_type=None, ecn=False, multipath=True))
+    packet_sender="balia", ns3_type=None, ecn=False, multipath=True))
 register(CongestionControl(
     "uncoupled", Uncoupled, "MPTCP baseline: every subflow an independent Reno",
-    packet_sender=None, ns3_type=None, ecn=False, multipath=True))
+    packet_sender="uncoupled", ns3_type=None, ecn=False, multipath=True))
 
 
 def control(name: str) -> CongestionControl:

@@ -7,12 +7,11 @@ and that MPTCP with per-subflow ECMP climbs towards it as the subflows increase:
 it is within a few percent. This script redraws that curve from pathflow: for each fat-tree size
 k, each number of subflows n (ndiffports, each subflow hashed on its own) and each coupling
 (LIA, OLIA, BALIA, uncoupled), the fraction of optimal is the aggregate steady throughput over
-the hosts' total link rate, from the fluid model and (`--engines fluid,packet`, once the
-packet-level reference has MPTCP senders) the packet-level reference on the same scenario (same
-hash seed, same paths).
+the hosts' total link rate, from the fluid model and the packet-level reference on the same
+scenario (same hash seed, same paths).
 
     python paper_figs/mptcp_subflows.py [--out paper_figs/mptcp_subflows.png]
-        [--ks 4,8] [--subflows 1,2,4,8] [--engines fluid] [--duration 300ms]
+        [--ks 4,8] [--subflows 1,2,4,8] [--engines fluid,packet] [--duration 300ms]
 
 It prints one row per point: k, n, cc and the fraction of optimal per engine, and the largest
 fluid-packet difference. Points run in parallel processes (`--jobs`, default: the CPU count).
@@ -72,9 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ks", default="4,8", help="fat-tree sizes (even)")
     parser.add_argument("--subflows", default="1,2,4,8")
     parser.add_argument("--ccs", default=",".join(CCS))
-    parser.add_argument("--engines", default="fluid",
-                        help="fluid and/or packet (the packet-level MPTCP senders are not built "
-                             "yet: packet runs refuse an MPTCP cc)")
+    parser.add_argument("--engines", default="fluid,packet", help="fluid and/or packet")
     parser.add_argument("--duration", default="300ms")
     parser.add_argument("--rate", default="1Gbps")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)

@@ -20,6 +20,7 @@ from pathflow.resolved import ResolvedRun, steady_start
 from pathflow.units import parse_time
 
 __all__ = [
+    "HEADER_BYTES",
     "Convergence",
     "Summary",
     "bottleneck_frequency",
@@ -33,7 +34,10 @@ __all__ = [
     "store_warmup",
     "summarize",
     "throughput",
+    "transfer_rates",
 ]
+
+HEADER_BYTES = 66.0  # B: Ethernet 14, IPv4 20, TCP 20 with the 12-byte timestamp option
 
 
 def default_warmup(ds: xr.Dataset) -> float:
@@ -246,9 +250,33 @@ def loss_cycles(ds: xr.Dataset, link: str, warmup: float | None = None, gap: flo
 
 def mean_network_utilization(ds: xr.Dataset) -> float:
     """Seed 002's path-diversity measure: per flow (1/P) sum_p b_p / max_q b_q over the P
-    equal-cost paths of its host pair (b_p bytes on path p), averaged over flows. With the fixed
-    equal split of the fluid routes this is (paths used) / P: 1 for spraying, 1/P for ECMP."""
-    return float((ds.paths / ds.equal_cost_paths).mean())
+    equal-cost paths of its host pair (b_p: `path_bytes`, the bytes on path p), averaged over
+    the flows that carried bytes. 1/P for a flow on one path, 1 for an even spread over all P
+    (spraying); MPTCP subflows hashed onto one path count as one. Measured records carry the
+    study's own value as the variable `mean_network_utilization` (their b_p count ACKs too)."""
+    carried = ds.path_bytes.sum("path")
+    spread = carried / ds.path_bytes.max("path") / ds.equal_cost_paths
+    return float(spread.where(carried > 0).mean())
+
+
+def transfer_rates(ds: xr.Dataset, header_bytes: float = HEADER_BYTES) -> xr.Dataset:
+    """Seed 002's accounting of finite transfers, per flow: `goodput`, payload bytes over the
+    transfer time (the study's file size / FCT), and `throughput`, data bytes on the wire
+    (`path_bytes`, retransmissions included) over the same time; the transfer time runs from
+    the flow's start to its last byte's arrival (`completion_time`, inf for a flow that did
+    not finish, whose rates are nan). A flow's `size` counts packets on the wire, of which
+    `header_bytes` (default: Ethernet, IPv4, TCP with timestamps) are no payload."""
+    packet = float(ds.attrs["packet_bytes"])
+    if not 0 <= header_bytes < packet:
+        raise ValueError(f"header_bytes: must be in [0, {packet:g}) B (the packet size), got "
+                         f"{header_bytes:g}")
+    elapsed = (ds.completion_time - ds.start).where(np.isfinite(ds.completion_time))
+    goodput = ds["size"] * (1 - header_bytes / packet) / elapsed
+    throughput = ds.path_bytes.sum("path") / elapsed
+    goodput.attrs = {"units": "bytes/s", "long_name": "payload bytes / transfer time"}
+    throughput.attrs = {"units": "bytes/s", "long_name": "data bytes on the wire / transfer time"}
+    return xr.Dataset({"goodput": goodput, "throughput": throughput,
+                       "transfer_time": elapsed.assign_attrs(units="s")})
 
 
 def bottleneck_frequency(runs: list[xr.Dataset], utilization: float = 0.95,
@@ -269,10 +297,12 @@ def bottleneck_frequency(runs: list[xr.Dataset], utilization: float = 0.95,
 
 
 def _ranking(utilization: np.ndarray, queue: np.ndarray) -> np.ndarray:
-    """Link indices, busiest first: by utilization in whole percent, then by queue. Saturated
-    links differ only by rounding (0.9999999 against 1); among them the one holding a standing
-    queue is the hotspot."""
-    return np.lexsort((-queue, -np.round(100 * utilization)))
+    """Link indices, busiest first: by utilization in whole percent, then by queue, links at 99 %
+    or more counting as saturated alike. Saturated links differ by rounding (0.9999999 against
+    1) or by the idle moments of a sawtooth (99.5 % on a shared link whose queue empties now and
+    then, against 100 % on a link that one flow fills at line rate); among them the one holding
+    the larger standing queue is the hotspot."""
+    return np.lexsort((-queue, -np.minimum(np.round(100 * utilization), 99.0)))
 
 
 def hotspots(ds: xr.Dataset, top: int = 5, warmup: float | None = None) -> xr.Dataset:

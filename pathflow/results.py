@@ -24,7 +24,7 @@ from pathflow.schema import RESULT, Field, build_dataset
 from pathflow.solvers.dde import Trajectory
 from pathflow.topology import Network
 
-__all__ = ["network_coords", "trajectory_to_dataset", "write_dataset"]
+__all__ = ["network_coords", "path_usage", "trajectory_to_dataset", "write_dataset"]
 
 
 
@@ -54,6 +54,26 @@ def network_coords(network: Network, routes: Routes) -> dict[str, Any]:
         "paths": np.bincount(np.asarray(routes.path_flow), minlength=len(flows)),
         "equal_cost_paths": np.asarray(routes.equal_cost),
     }
+
+
+def path_usage(network: Network, routes: Routes, route_bytes: np.ndarray
+               ) -> tuple[dict[str, Any], np.ndarray]:
+    """Bytes per network path of each flow, the seed 002 study's accounting: `route_bytes[p]` is
+    what route path p (`Routes.paths`) carried; a flow's route paths that cross the same links
+    (subflows hashed onto one path) add up into one slot, slots in order of first use. Returns
+    the `path` and `path_links` (flow, path: link names joined by " > ", "" for an unused slot)
+    coordinates and `path_bytes` (flow, path)."""
+    per_flow: list[dict[tuple[int, ...], float]] = [{} for _ in routes.flows]
+    for links, flow, carried in zip(routes.paths, routes.path_flow, route_bytes, strict=True):
+        per_flow[flow][links] = per_flow[flow].get(links, 0.0) + float(carried)
+    slots = max(len(used) for used in per_flow)
+    names = np.full((len(per_flow), slots), "", dtype=object)
+    carried = np.zeros((len(per_flow), slots))
+    for f, used in enumerate(per_flow):
+        for k, (links, value) in enumerate(used.items()):
+            names[f, k] = " > ".join(network.links[i].name for i in links)
+            carried[f, k] = value
+    return {"path": np.arange(slots), "path_links": names}, carried
 
 
 def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Dataset:
@@ -102,9 +122,13 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "dt": np.asarray(t.dt, dtype=float),
     }
     variables.update({name: sub(values) for name, values in t.state.items() if name != "cwnd"})
+    # delivered bytes split over each subflow's paths by their weights (spraying's exact split)
+    route_bytes = sub(t.delivered)[-1][routes.path_subflow] * np.asarray(routes.path_weight)
+    path_coords, variables["path_bytes"] = path_usage(network, routes, route_bytes)
     coords = {
         "time": time,
         **network_coords(network, routes),
+        **path_coords,
         "cc": [compiled.model.name] * n_flows,
         "subflow": np.arange(n_subflows),
         "subflow_flow": flow_of,

@@ -25,8 +25,8 @@ every hop (at most `routing.max_paths` per pair, in name order).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-import zlib
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -81,7 +81,11 @@ class Routes:
 
 
 def _stable_hash(*parts: object) -> int:
-    return zlib.crc32("|".join(map(str, parts)).encode())
+    """A hash of `parts` that is the same in every process and uniform in every bit. Not CRC-32:
+    it is linear, so keys that differ in one field (a connection's subflows) land on related
+    residues (all four subflows of a k = 4 fat-tree connection split 3 + 1, always)."""
+    digest = hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
 
 
 class _Through(Mapping[str, int]):

@@ -68,7 +68,7 @@ _DIMENSIONS = {
     "link": "directed links (switch egress ports and host NICs), named 'from->to'",
     "flow": "flows (connections)",
     "subflow": "senders that own congestion state (one per TCP flow); subflow_flow says whose",
-    "path": "slots for the network paths that carried a flow's bytes (measured records)",
+    "path": "slots for the network paths that carried a flow's bytes",
     "record": "measured test configurations, each a run of its own (stacks runs)",
 }
 
@@ -107,7 +107,9 @@ _COORDINATES = {
     "payloadsize": Field(_PER_RUN, None, "transfer size class of the test (query, long, ...)"),
     "run": Field(_FLOW, "1", "run of the test the transfer belongs to"),
     "path": Field(("path",), "1", "path slot"),
-    "path_links": Field(("flow", "path"), None, "link ids along the path ('': unused slot)"),
+    "path_links": Field(("flow", "path"), None, "links along the path, joined by ' > ' (measured "
+                                                "records: link ids; engines: link names; '': "
+                                                "unused slot)"),
 }
 
 _VARIABLES = {
@@ -151,7 +153,9 @@ _VARIABLES = {
                                                   "shortest paths of the host pair"),
     "total_bytes": Field(_FLOW, "bytes", "bytes seen on the network"),
     "shortest_path_bytes": Field(_FLOW, "bytes", "bytes seen on the shortest paths"),
-    "path_bytes": Field(("flow", "path"), "bytes", "bytes seen on each path (0: unused slot)"),
+    "path_bytes": Field(("flow", "path"), "bytes", "bytes carried on each path (measured: all "
+                                                   "bytes seen; fluid: data delivered; packet "
+                                                   "level: data sent; 0: unused slot)"),
 }  # fmt: skip
 
 RESULT = Schema(_DIMENSIONS, _COORDINATES, _VARIABLES, stacking=("record",))

@@ -88,3 +88,22 @@ def test_bottlenecks_across_seeds_and_path_diversity(runs: dict) -> None:
     equal_cost = ecmp[0].equal_cost_paths.values
     assert ecmp_mnu == pytest.approx(float((1 / equal_cost).mean()))
     assert ecmp_mnu < 0.5
+
+
+def test_path_bytes_follow_the_subflows_routes() -> None:
+    """MPTCP (LIA, 4 subflows hashed by ECMP): every byte a flow delivered is on one of its
+    paths, subflows hashed onto one path share its slot, and the slots a flow uses are the
+    distinct paths of its subflows' routes; mean network utilization recomputed from them."""
+    scenario = pathflow.load_scenario(SCENARIO).with_updates(
+        {"transport.cc": "lia", "transport.subflows": 4, "run.duration": "20ms"})
+    ds, compiled = pathflow.simulate(scenario), compile_scenario(scenario)
+    np.testing.assert_allclose(ds.path_bytes.sum("path").values,
+                               ds.delivered.isel(time=-1).values, rtol=1e-9)
+    routes = compiled.routes
+    distinct = [len({p for p, f in zip(routes.paths, routes.path_flow, strict=True) if f == flow})
+                for flow in range(len(routes.flows))]
+    used = (ds.path_bytes > 0).sum("path").values
+    np.testing.assert_array_equal(used, distinct)
+    spread = ds.path_bytes.sum("path") / ds.path_bytes.max("path") / ds.equal_cost_paths
+    assert mean_network_utilization(ds) == pytest.approx(float(spread.mean()))
+    assert 1 / 4 <= mean_network_utilization(ds) < 1

@@ -10,8 +10,9 @@ file in the message.
 The draws span every topology kind (a small edge-list graph too) with per-link overrides, link
 rates from 1 Kb/s to 1 Tb/s, delays from 0.1 us to 1 s, buffers from one packet to 1 GB, 1 to 3,000
 flows, finite and infinite sizes, starts and jitter, every AQM, routing mode (and path cap) and
-congestion control, both precisions, warm-ups and sample intervals. Durations are drawn in round
-trips (from half of one to many), and capped so that a run stays short: the CI profile is
+congestion control (MPTCP's with 1 to 8 subflows), both precisions, warm-ups and sample
+intervals. Durations are drawn in round trips (from half of one to many), and capped so that a
+run stays short: the CI profile is
 derandomised (the same cases every time) and sized to a few minutes per engine; `pytest --nightly`
 runs the long profile (more cases, longer runs).
 """
@@ -39,6 +40,7 @@ runner = CliRunner()
 RATE_UNITS = {"Kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12}
 TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 ACK_BYTES = 64
+MULTIPATH = ("lia", "olia", "balia", "uncoupled")
 
 
 def _quantity(units: dict[str, float], low: float, high: float) -> st.SearchStrategy[str]:
@@ -97,8 +99,10 @@ def scenarios(draw: st.DrawFn, round_trips: float, packets: float) -> dict[str, 
                 "buffer": draw(st.one_of(st.integers(1, 10_000).map(lambda n: f"{n}pkt"),
                                          _quantity({"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9},
                                                    64, 1e9)))}
-    cc = draw(st.sampled_from(["reno", "dctcp"]))
+    cc = draw(st.sampled_from(["reno", "dctcp", *MULTIPATH]))
     transport: dict[str, Any] = {"cc": cc, "mss": f"{draw(st.integers(64, 9000))}B"}
+    if cc in MULTIPATH:
+        transport["subflows"] = draw(st.integers(1, 8))
     transport.update(draw(st.fixed_dictionaries({}, optional={
         "init_cwnd": st.sampled_from(["1pkt", "2pkt", "10pkt", "100pkt"]),
         "reaction": st.sampled_from(["window", "mean"]),

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from pathflow.metrics import convergence_time, jain_index, loss_cycles, queue_stats
+from pathflow.metrics import (
+    convergence_time,
+    jain_index,
+    loss_cycles,
+    mean_network_utilization,
+    queue_stats,
+    transfer_rates,
+)
 
 PACKET = 1500.0
 
@@ -107,3 +114,22 @@ def test_a_judged_run_has_no_reason() -> None:
     time = np.linspace(0.01, 1.0, 100)
     result = convergence_time(synthetic(np.full((100, 1), 1e6), np.zeros(100), time))
     assert result.reason is None and result.settled and result.time == 0.0
+
+
+def test_mean_network_utilization_and_transfer_rates_of_known_paths() -> None:
+    """Seed 002's measure on three flows with P = 4 paths: bytes 3:1 on two paths give
+    (1/4)(3 + 1)/3 = 1/3, an even spread over all four gives 1, a flow that carried nothing does
+    not count; goodput is the payload over the transfer time, throughput the wire bytes."""
+    ds = xr.Dataset(
+        {"path_bytes": (("flow", "path"), [[3e6, 1e6, 0, 0], [1e6] * 4, [0.0] * 4]),
+         "completion_time": ("flow", [2.0, 5.0, math.inf])},
+        coords={"flow": [0, 1, 2], "path": np.arange(4), "equal_cost_paths": ("flow", [4] * 3),
+                "start": ("flow", [1.0, 1.0, 0.0]), "size": ("flow", [3e6, 4e6, 1e6])},
+        attrs={"packet_bytes": PACKET})
+    assert mean_network_utilization(ds) == pytest.approx((1 / 3 + 1) / 2)
+    rates = transfer_rates(ds, header_bytes=60.0)
+    np.testing.assert_allclose(rates.goodput.values[:2], [3e6 * 0.96 / 1.0, 4e6 * 0.96 / 4.0])
+    np.testing.assert_allclose(rates.throughput.values[:2], [4e6 / 1.0, 4e6 / 4.0])
+    assert np.isnan(rates.goodput.values[2])  # never finished
+    with pytest.raises(ValueError, match="header_bytes"):
+        transfer_rates(ds, header_bytes=PACKET)

@@ -71,7 +71,7 @@ def test_mptcp_permutation_throughput_climbs_with_subflows(tmp_path: Path) -> No
     out = tmp_path / "mptcp_subflows.png"
     done = subprocess.run([sys.executable, str(ROOT / "paper_figs" / "mptcp_subflows.py"),
                            "--out", str(out), "--ks", "4", "--subflows", "1,4", "--ccs", "lia",
-                           "--duration", "150ms", "--jobs", "1"],
+                           "--engines", "fluid", "--duration", "150ms", "--jobs", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {int(line.split()[1]): float(line.split()[3]) for line in done.stdout.splitlines()

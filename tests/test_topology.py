@@ -2,6 +2,7 @@
 
 import itertools
 
+import numpy as np
 import pytest
 
 from helpers import star
@@ -113,3 +114,27 @@ def test_base_rtt_of_the_seed_003_star() -> None:
     compiled = compile_scenario(star())
     assert float(compiled.problem.path_base_rtt[0]) == pytest.approx(
         4 * 62.5e-6 + 2 * 1500 * 8 / 100e6 + 2 * 64 * 8 / 100e6)
+
+
+def test_ecmp_hashes_subflows_like_independent_uniform_draws() -> None:
+    """ndiffports under ECMP: each of a connection's 4 subflows picks one of the 4 inter-pod
+    paths of a k = 4 fat-tree as an independent uniform draw would, so the number of distinct
+    paths a connection uses follows the occupancy distribution of 4 balls in 4 bins (1, 2, 3, 4
+    paths with probabilities 4, 84, 144, 24 in 256); chi-square at the 0.1 % level."""
+    from scipy.stats import chisquare
+
+    scenario = Scenario.from_dict({
+        "topology": {"kind": "fattree", "k": 4},
+        "traffic": {"pattern": "random", "flows": 1200},
+        "transport": {"cc": "lia", "subflows": 4},
+        "routing": {"mode": "ecmp"},
+    })
+    routes = build_routes(scenario, build_network(scenario))
+    used: dict[int, set[tuple[int, ...]]] = {}
+    for path, flow in zip(routes.paths, routes.path_flow, strict=True):
+        used.setdefault(flow, set()).add(path)
+    counts = np.bincount([len(used[f]) for f in range(len(routes.flows))
+                          if routes.equal_cost[f] == 4], minlength=5)[1:]
+    expected = np.array([4, 84, 144, 24]) / 256 * counts.sum()
+    assert counts.sum() > 500
+    assert chisquare(counts, expected).pvalue > 1e-3, (counts, expected)

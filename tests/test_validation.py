@@ -18,13 +18,26 @@ from pathflow.validation.registry import load_cases
 CASES = load_cases()
 
 
-def _marks(source: str) -> list[pytest.MarkDecorator]:
+# Claims that fail today, shown as failures in the report (docs/validation.md) and the README;
+# strict, so that the test says so when one holds again.
+KNOWN_FAILURES = {
+    "dctcp_fattree_ns3": "since ECMP hashes uniformly (blake2b, not CRC-32) the example "
+                         "permutation meets three flows at agg0_1->core1_0, where ns-3's queue "
+                         "swings 13..35 packets around a 23-packet mean, both pathflow engines "
+                         "about 27..29 (open: issue 11)",
+}
+
+
+def _marks(name: str, source: str) -> list[pytest.MarkDecorator]:
+    marks = []
     if source == "ns-3":
-        return [pytest.mark.ns3, pytest.mark.skipif(not ns3_available(), reason="needs ns3")]
-    return []
+        marks += [pytest.mark.ns3, pytest.mark.skipif(not ns3_available(), reason="needs ns3")]
+    if name in KNOWN_FAILURES:
+        marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[name]))
+    return marks
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=_marks(c.source))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=_marks(name, c.source))
                                   for name, c in CASES.items()])
 def test_case(name: str) -> None:
     result = CASES[name].run()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -27,6 +29,8 @@ from pathflow.units import format_rate, format_time
 
 if TYPE_CHECKING:
     import xarray as xr
+
+    from pathflow.compile import Compiled
 
 
 def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
@@ -77,6 +81,95 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
     console.print(f"Invariants ({', '.join(report)}): {verdict}")
 
 
+def _run_seeds(scenario: Scenario, count: int, output: Path | None, plot: Path | None,
+               quiet: bool, yes: bool, max_memory: str | None) -> None:
+    """`--seeds N`: the scenario under N hash seeds in one batch (`pathflow.hotspots`); the
+    links most often a bottleneck, and the spread of the largest link load over the seeds."""
+    from pathflow.hotspots import seed_hotspots, seed_list
+    from pathflow.results import write_dataset
+
+    chosen = seed_list(scenario, count)
+    what = f"{scenario.name} over {count} seeds"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with preparing(f"preparing {count} seeds of {scenario.name}", quiet) as done, \
+                progress(f"simulating {what}", quiet) as update:
+            def before_run(points: list[Compiled]) -> None:
+                from pathflow.cost import estimate_sweep
+
+                done()
+                before_running(estimate_sweep(points), what, quiet, yes, max_memory)
+
+            hot = seed_hotspots(scenario, chosen, progress=update, before_run=before_run)
+    for warning in caught:
+        errors.print(f"warning: {warning.message}", markup=False, highlight=False)
+    _seeds_report(hot, scenario)
+    if output is not None:
+        write_output(output, "--output", lambda path: write_dataset(hot, str(path)))
+    if plot is not None:
+        from pathflow.network_plot import plot_network
+        from pathflow.topology import build_network
+
+        queues = hot.queue_mean.mean("seed") / scenario.packet_bytes
+        title = f"{scenario.name}: P(bottleneck) over {count} seeds, mean queues"
+        write_output(plot, "--plot", lambda path: plot_network(
+            build_network(scenario), hot.bottleneck_probability, path, label="P(bottleneck)",
+            queues=queues, title=title, vmax=1.0))
+
+
+def _spread(values: np.ndarray, show: Callable[[float], str]) -> str:
+    """min / median / p90 / max of `values`, each shown by `show`."""
+    points = np.quantile(values, [0.0, 0.5, 0.9, 1.0])
+    return " / ".join(show(float(v)) for v in points)
+
+
+def _seeds_report(hot: xr.Dataset, scenario: Scenario) -> None:
+    """What `--seeds` prints: the fabric links most often a bottleneck, the spread of the largest
+    fabric-link load and of aggregate throughput over the seeds, host links, invariants."""
+    seeds = [int(s) for s in hot.seed.values]
+    console.print(f"[bold]{scenario.name}[/bold]: {len(seeds)} seeds ({seeds[0]}..{seeds[-1]}), "
+                  f"{hot.attrs['flows']} flows, {len(hot.link)} links, "
+                  f"{format_time(hot.attrs['simulated_s'])} simulated (fluid model, one batch; "
+                  f"steady window t > {format_time(hot.attrs['warmup_s'])})")
+    fabric = hot.isel(link=np.flatnonzero(~hot.host_link.values))
+    if not fabric.sizes["link"]:
+        console.print("No fabric links (both ends switches) in this topology: nothing for the "
+                      "hash to spread.")
+    else:
+        probability = fabric.bottleneck_probability.values
+        utilization = fabric.utilization.mean("seed").values
+        queue = fabric.queue_mean.mean("seed").values
+        order = np.lexsort((-queue, -utilization, -probability))
+        order = [i for i in order if probability[i] > 0][:10]
+        if order:
+            table = Table(title="Links most often a bottleneck (fabric links, over seeds)",
+                          title_justify="left")
+            for column in ("link", "P(bottleneck)", "mean utilization", "mean queue"):
+                table.add_column(column, justify="left" if column == "link" else "right",
+                                 overflow="fold")
+            for i in order:
+                table.add_row(str(fabric.link.values[i]), f"{probability[i]:.0%}",
+                              f"{utilization[i]:.1%}",
+                              f"{queue[i] / scenario.packet_bytes:.1f} pkt")
+            console.print(table)
+        else:
+            console.print("No fabric link was a bottleneck in any seed.")
+        console.print("Largest fabric-link load over seeds (min / median / p90 / max): "
+                      f"offered {_spread(fabric.max_offered.values, lambda v: f'{v:g}')} flows; "
+                      f"utilization {_spread(hot.max_utilization.values, lambda v: f'{v:.1%}')}")
+    console.print("Aggregate throughput over seeds (min / median / p90 / max): "
+                  f"{_spread(hot.aggregate_throughput.values, format_rate)}")
+    access = hot.bottleneck.any("seed").values & hot.host_link.values
+    if access.any():
+        console.print(f"Host links a bottleneck in some seed: {int(access.sum())} (set by the "
+                      "traffic pattern, not the hash; not in the table)")
+    broken = [(int(s), str(v)) for s, v in zip(hot.seed.values, hot.violations.values,
+                                                 strict=True) if v]
+    verdict = ("all hold in every seed" if not broken else f"VIOLATED in {len(broken)} seeds, "
+               f"e.g. seed {broken[0][0]}: {broken[0][1]}")
+    console.print(f"Invariants: {verdict}")
+
+
 ENGINES = ("fluid", "packet")
 
 
@@ -85,8 +178,9 @@ def run(
                                                   help="Scenario file (keys below).")],
     output: Annotated[Path | None, typer.Option("-o", "--output",
                                                 help="Write the result Dataset (netCDF).")] = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG of queues and rates.")
-                    ] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help=(
+        "Write a PNG of queues and rates, and beside it STEM.network.png: the network, links "
+        "coloured by steady-window mean utilization, mean queues marked."))] = None,
     engine: Annotated[str, typer.Option("--engine", metavar="fluid|packet", help=(
         "fluid: the JAX fluid model; packet: the packet-level reference simulator (numba; "
         "every packet, so far slower on fast links and long runs). Same results Dataset."))
@@ -94,6 +188,10 @@ def run(
     check_dt: Annotated[bool, typer.Option("--check-dt", help="Also run at a fixed half of the "
                                            "finest step and report whether the results agree "
                                            "(fluid only).")] = False,
+    seeds: Annotated[int | None, typer.Option("--seeds", metavar="N", help=(
+        "Run N hash seeds ([run] seed onwards) in one batch and print the links most often a "
+        "bottleneck (fluid only); -o writes the hotspot Dataset, --plot the network coloured "
+        "by P(bottleneck)."))] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No cost line and no progress.")
                      ] = False,
     yes: Yes = False,
@@ -110,10 +208,21 @@ def run(
         if check_dt and engine != "fluid":
             fail(f"--check-dt: applies to --engine fluid only (the {engine} simulator has no "
                  "time step to halve)")
+        if seeds is not None:
+            if engine != "fluid":
+                fail(f"--seeds: applies to --engine fluid only (the {engine} simulator runs one "
+                     "seed at a time)")
+            if seeds < 1:
+                fail(f"--seeds: must be at least 1 (got {seeds})")
+            if check_dt:
+                fail("--seeds: cannot be combined with --check-dt")
         scenario = load_scenario(scenario_file)
         check_writable(output, "--output")
         check_writable(plot, "--plot")
         setup_jax(threads)
+        if seeds is not None:
+            _run_seeds(scenario, seeds, output, plot, quiet, yes, max_memory)
+            return
         from pathflow.results import write_dataset
 
         with warnings.catch_warnings(record=True) as caught:
@@ -152,7 +261,10 @@ def run(
         if output is not None:
             write_output(output, "--output", lambda path: write_dataset(ds, str(path)))
         if plot is not None:
+            from pathflow.network_plot import plot_network_result
             from pathflow.plots import plot_run
 
             write_output(plot, "--plot", lambda path: plot_run(ds, path))
+            picture = plot.with_name(f"{plot.stem}.network{plot.suffix or '.png'}")
+            write_output(picture, "--plot", lambda path: plot_network_result(ds, path))
 

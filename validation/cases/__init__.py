@@ -6,11 +6,13 @@
 - `ns3`: the fluid model and the packet-level simulator against ns-3.
 - `packet`: the fluid model against the packet-level reference (the error table of issue 3).
 - `calibration`: calibration against the packet-level reference and the hardware trace.
+- `mptcp`: OLIA against LIA in scenario A of Khalili et al. 2012 (closed forms; fluid and
+  packet level).
 """
 
 from importlib import import_module
 
-MODULES = ("closed_forms", "measured", "ns3", "packet", "calibration")  # the report's order
+MODULES = ("closed_forms", "measured", "ns3", "packet", "calibration", "mptcp")  # report order
 
 for _module in MODULES:
     import_module(f"{__name__}.{_module}")

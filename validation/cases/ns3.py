@@ -162,7 +162,10 @@ def dctcp_fattree_ns3() -> CaseResult:
     queue) are reported without a claim: there ns-3's hosts, which have no TCP small queues,
     park thousands of packets in their own NICs, and its DCTCP has no 2-segment window floor
     (a beaten-down flow starves), so what reaches those ports differs from both pathflow
-    engines."""
+    engines. Open (fails since ECMP hashes uniformly, which moved the collisions): at the
+    compared port, where three flows meet, ns-3's queue swings between about 13 and 35 packets
+    around a 23-packet mean, while both pathflow engines hold 27 to 29; the queue claims fail
+    there, the throughput and per-flow share claims hold."""
     from pathflow.metrics import hotspots, throughput
 
     warmup = 0.05

@@ -50,6 +50,12 @@ Outside the fluid model's stated scope (README "Limits today"), reported without
   receivers' downlinks, a stochastic queue that in turn marks DCTCP flows and costs
   throughput. Queue quantities and aggregate throughput of sprayed runs are reported only; the
   per-flow shares are claimed.
+- ACKs in queues: the fluid model's round trip counts the queues on a flow's data path only,
+  not those its ACKs wait in on the reverse links. Under ECMP on a fat-tree a flow's ACKs can
+  cross another flow's bottleneck port (tens of packets at 1 Gb/s, several times the base
+  RTT); such flows get markedly less at packet level (on seed 1: 0.07 and 0.24 of line rate
+  against the fluid model's 0.33 and 0.45). Their shares are reported apart, the other flows'
+  claimed; the settling time of a port that such a flow crosses is reported only.
 - Reno's settling time: a drop-tail Reno queue's loss cycle is longer than the smoothing, so
   its settling time says where an extreme of the cycle falls, not when the start-up ended.
 - windows of a few segments: where the fair-share window (C RTT + Q) / N of a star (Q = K for
@@ -163,6 +169,29 @@ def fair_window(scenario: Scenario, capacity: float) -> float | None:
     return (capacity * base_rtt + queue) / PACKET / (si.traffic.flows or 1)
 
 
+def acks_queued(scenario: Scenario, bottlenecks: set[str]) -> np.ndarray:
+    """Per flow, whether its ACKs (the reverse of its paths) cross a link named in
+    `bottlenecks`, where they wait behind other flows' data."""
+    compiled = compile_scenario(scenario)
+    network = compiled.network
+    links = network.links
+    queued = np.zeros(len(compiled.routes.flows), bool)
+    for path, flow in zip(compiled.routes.paths, compiled.routes.path_flow, strict=True):
+        back = {links[network.link_between(links[i].dst, links[i].src)].name for i in path}
+        queued[flow] |= bool(back & bottlenecks)
+    return queued
+
+
+def carries(scenario: Scenario, link: str) -> np.ndarray:
+    """Per flow, whether one of its paths crosses `link`."""
+    compiled = compile_scenario(scenario)
+    names = [item.name for item in compiled.network.links]
+    out = np.zeros(len(compiled.routes.flows), bool)
+    for path, flow in zip(compiled.routes.paths, compiled.routes.path_flow, strict=True):
+        out[flow] |= link in {names[i] for i in path}
+    return out
+
+
 def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: str,
             spray: bool) -> tuple[list[Check], str]:
     """The checks of one scenario (see the module docstring), `label` prefixing the quantities,
@@ -190,7 +219,15 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
     rates = {name: throughput(ds, warmup).values for name, ds in (("f", fluid), ("p", packet))}
     stats = {name: queue_stats(ds, warmup) / PACKET for name, ds in (("f", fluid), ("p", packet))}
     queues = {name: value.sel(link=link) for name, value in stats.items()}
-    per_flow = share_error(rates["f"], rates["p"])
+    others = (ranked.utilization.values > 0.95) & (ranked.queue_mean.values > PACKET)
+    bottlenecks = {str(name) for name in ranked.link.values[others]}
+    delayed = acks_queued(scenario, bottlenecks) if not spray else np.zeros(len(rates["f"]), bool)
+    clean = ~delayed
+    per_flow = share_error(rates["f"][clean], rates["p"][clean])
+    acks_why = (f"not claimed: {int(delayed.sum())} flow(s) whose ACKs wait in another flow's "
+                "bottleneck queue, a delay the fluid model's round trips leave out (README, "
+                "limits)")
+    slowed = acks_why if np.any(delayed & carries(scenario, link)) else None
     mean_p, p99_p = float(queues["p"]["mean"]), float(queues["p"]["p99"])
     if not dctcp:
         p99_tolerance, p99_why = 0.05 * float(packet.buffer.sel(link=link)) / PACKET, \
@@ -204,7 +241,6 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
     settle = [convergence_time(ds, smoothing=smoothing, link=link).queue_time
               for ds in (packet, fluid)]
     reno_settling = None if dctcp else "not claimed: Reno's loss cycle outlasts the smoothing"
-    others = (ranked.utilization.values > 0.95) & (ranked.queue_mean.values > PACKET)
     second = [check(f"queue mean on {other}", float(stats["p"]["mean"].sel(link=other)),
                     float(stats["f"]["mean"].sel(link=other)), 0.0, "packets", "absolute", "",
                     "not claimed: a further bottleneck (the claim is on the busiest port; see "
@@ -216,16 +252,21 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
         check("aggregate throughput", float(rates["p"].sum()), float(rates["f"].sum()), 0.03,
               "bytes/s", "relative", "work-conserving; ACKs take ~2 % of access links",
               sprayed),
-        check("per-flow shares of the aggregate (mean abs. error / mean share)", 0.0, per_flow,
+        check("per-flow shares of the aggregate (mean abs. error / mean share)"
+              + ("" if clean.all() else ", flows whose ACKs meet no bottleneck"), 0.0, per_flow,
               0.10, "", "absolute", "packet-level shares spread up to 10 % (Jain >= 0.99)",
-              everything),
+              everything or (None if clean.sum() > 1 else acks_why)),
+        *([] if clean.all() else [check(
+            "per-flow shares, flows whose ACKs wait in a bottleneck queue", 0.0,
+            share_error(rates["f"][delayed], rates["p"][delayed]), 0.10, "", "absolute", "",
+            acks_why)]),
         check(f"queue mean on {link}", mean_p, float(queues["f"]["mean"]),
               max(0.15 * mean_p, 2.0), "packets", "absolute", "15 %, at least 2 packets",
               queueing),
         check(f"queue p99 on {link}", p99_p, float(queues["f"]["p99"]), p99_tolerance,
               "packets", "absolute", p99_why, queueing),
         check(f"queue settling time on {link}", *settle, 2.0, "s", "factor",
-              "within a factor of 2", queueing or reno_settling),
+              "within a factor of 2", queueing or reno_settling or slowed),
         *second,
     ], link
 

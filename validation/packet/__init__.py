@@ -1,4 +1,4 @@
-"""Packet-level reference simulator (numba): per-packet queues, TCP Reno and DCTCP senders.
+"""Packet-level reference simulator (numba): per-packet queues, TCP Reno, DCTCP, MPTCP senders.
 
     >>> import pathflow
     >>> from pathflow.validation.packet import simulate_packets
@@ -38,12 +38,20 @@ adaptive duplicate-ACK threshold (reordering under spraying). DCTCP: ECN-capable
 receiver echoes the CE state and acknowledges at once when it changes, alpha <- (1-g) alpha + g F
 once per window of data (F: fraction of echoed segments), ssthresh = cwnd (1 - alpha/2) at most
 once per window, reached by proportional rate reduction (RFC 6937), slow start until the first
-echo; a loss halves the window. Receivers acknowledge every 2nd segment (40 ms timer) and at once
-on out-of-order or duplicate data. ACKs are 64 bytes and return on the reverse of the path of the
-data packet that triggered them.
+echo; a loss halves the window. MPTCP (LIA, OLIA, BALIA, uncoupled; `cc`): one sender and one
+receiver per subflow, each a NewReno as above with its own slow start, recovery and timer; in
+congestion avoidance each window-increase event adds the coupled increase I_r of
+`models.mptcp`, computed per ACK from the windows and smoothed RTTs of the connection's
+subflows; a loss or an ECN echo cuts by the algorithm's factor (one half; BALIA's 1 -
+min(alpha, 1.5)/2). A finite connection's segments go to whichever subflow sends new data next;
+its delivered bytes are the sum of its subflows' in-order bytes (no connection-level reordering
+or meta-buffer) and it completes with its last segment. Receivers acknowledge every 2nd segment
+(40 ms timer) and at once on out-of-order or duplicate data. ACKs are 64 bytes and return on
+the reverse of the path of the data packet that triggered them.
 
-Routing. ECMP: each flow's single path from `build_routes`. Spraying: each packet picks one of
-the flow's equal-cost paths at random, by the split weights (seeded).
+Routing. ECMP: each subflow's single path from `build_routes` (a TCP flow has one subflow; an
+MPTCP connection `[transport] subflows`, hashed apart, or `[[routing.paths]]`). Spraying: each
+packet picks one of its subflow's equal-cost paths at random, by the split weights (seeded).
 
 Engine (`engine`, `events`, `layout`, `jit`). A binary-heap event queue over preallocated arrays
 (time, then insertion order, so runs are deterministic for a seed); two events per packet and
@@ -72,7 +80,11 @@ host by one link; a window cannot exceed the receive ring (4 x the largest path'
 buffers); RED marks each arrival independently (no count-based spacing); ACKs of ECN-capable
 flows are ECN-capable (Linux DCTCP), so a congested step marker marks rather than drops them.
 Drop-tail Reno with few flows is dominated by phase effects (which flow a loss event hits),
-where any two packet simulators may differ by several percent in mean queue.
+where any two packet simulators may differ by several percent in mean queue. MPTCP: no
+handshake or path manager (all subflows start with the connection), no data-sequence
+retransmission across subflows, no scheduler but the NIC's round robin, no connection-level
+receive buffer; windows and the coupled increase in floating point (Linux: integers, BALIA's
+alpha floored), growing per `ack_ratio` like Reno's (Linux's coupled modules count ACKs).
 
 Validation
 ----------
@@ -88,7 +100,10 @@ the DCTCP star's queue against the hardware trace (p1..p99 16..23 vs 16.3..21.4 
 19.8 vs 19.0). tests/test_packet_basics.py: line rate and base RTT on an idle path, buffers and
 byte conservation, the Reno saw-tooth, growth of 1/b segment per RTT, the closed-form
 completion time of a finite flow, spraying against ECMP on the k = 4 fat-tree, determinism, the
-Dataset names.
+Dataset names. tests/test_mptcp_packet.py: a one-subflow connection is Reno number for number;
+a finite connection delivers its size once over its subflows; coupled growth of 1/n segment per
+RTT; RFC 6356's goals (disjoint paths filled, do no harm, balance congestion); a k = 4 fat-tree
+with 4 LIA subflows per connection against the fluid model and the paths' optimum.
 
 References
 ----------
@@ -96,7 +111,9 @@ M. Alizadeh et al., "Data Center TCP (DCTCP)", SIGCOMM 2010; RFC 8257 (DCTCP), R
 (NewReno), 6298 (RTO), 3042 (limited transmit), 2883 (D-SACK), 6937 (PRR), 3168 (ECN);
 S. Floyd, V. Jacobson, "On Traffic Phase Effects in Packet-Switched Gateways", 1992;
 M. Handley et al., "Re-architecting datacenter networks and stacks for low latency and high
-performance" (htsim), SIGCOMM 2017.
+performance" (htsim), SIGCOMM 2017; RFC 6356 (LIA), Khalili et al. 2012 (OLIA), Peng et al.
+2016 (BALIA); C. Raiciu et al., "Improving datacenter performance and robustness with
+multipath TCP", SIGCOMM 2011.
 """
 
 from pathflow.validation.packet.jit import refresh_cache

@@ -1,8 +1,14 @@
 """From a scenario to the simulator's arrays (`layout.Sim`), with pathflow's own network and routes.
 
 `build_network` and `build_routes` give the links, the flows and their paths exactly as the fluid
-model sees them (same ECMP hash, same spraying split). Each flow becomes one sender; each forward
-path gets a reverse path for its ACKs. AQM applies at switch ports; a host's egress port is a NIC
+model sees them (same ECMP hash, same spraying split). Each subflow becomes one sender (a TCP
+flow has one subflow; an MPTCP connection `[transport] subflows`, each routed on its own as
+ndiffports does, or given by `[[routing.paths]]`), with its own receiver; each forward path gets
+a reverse path for its ACKs. A connection's subflows are contiguous senders (`SI_CONN_FIRST`,
+`SI_CONN_END`) and start together at the flow's start (no handshake, no path manager delay).
+A TCP flow gets all its segments at once; a finite MPTCP connection's segments are handed to
+its subflows one at a time as they send new data (`sender`), and an endless one gives every
+subflow endless data. AQM applies at switch ports; a host's egress port is a NIC
 (see `links`). Sizes of the preallocated pools follow from the buffers and windows; `Sizing`
 lets `simulate_packets` enlarge them when a run reports that they were too small.
 """
@@ -166,9 +172,6 @@ def build(scenario: Scenario, options: Options) -> Built:
     n_flows, n_links = len(routes.flows), len(network.links)
     n_subflows = len(routes.subflow_flow)
     subflow_flow = np.asarray(routes.subflow_flow)
-    if n_subflows != n_flows:
-        raise ScenarioError("transport: the packet engine runs one subflow per flow (MPTCP's "
-                            "connection-level sender is not built yet)")
     path_subflow = np.asarray(routes.path_subflow)
     if np.any(np.diff(path_subflow) < 0):
         raise ScenarioError("routing: paths must be grouped by subflow")  # build_routes does
@@ -190,7 +193,10 @@ def build(scenario: Scenario, options: Options) -> Built:
         records=math.ceil(duration / options.sample_interval - 1e-9),
         seed=int(options.seed))
 
-    # senders: one per subflow (a TCP flow has one; an MPTCP flow will have several)
+    # senders: one per subflow (a TCP flow has one; an MPTCP connection several, contiguous)
+    conn_first = np.searchsorted(subflow_flow, np.arange(n_flows + 1)).astype(np.int64)
+    if np.any(np.diff(subflow_flow) < 0) or np.any(np.diff(conn_first) < 1):
+        raise ScenarioError("routing: subflows must be grouped by flow")  # build_routes does
     path_first = np.searchsorted(path_subflow, np.arange(n_subflows + 1)).astype(np.int64)
     weights = np.asarray(routes.path_weight, dtype=np.float64)
     cumweight = np.zeros(len(weights))
@@ -198,18 +204,30 @@ def build(scenario: Scenario, options: Options) -> Built:
     si = np.zeros((n_subflows, L.N_SI), np.int64)
     for f, flow in ((s, routes.flows[subflow_flow[s]]) for s in range(n_subflows)):
         lo, hi = path_first[f], path_first[f + 1]
+        first, end = conn_first[subflow_flow[f]], conn_first[subflow_flow[f] + 1]
         cumweight[lo:hi] = np.cumsum(weights[lo:hi]) / weights[lo:hi].sum()
         first_links = {routes.paths[p][0] for p in range(lo, hi)}
         if len(first_links) > 1:
-            raise ScenarioError(f"routing: flow {f} ({flow.src} -> {flow.dst}) leaves its host "
-                                "by several links; the packet engine needs one NIC per sender")
+            raise ScenarioError(f"routing: flow {subflow_flow[f]} ({flow.src} -> {flow.dst}) "
+                                "leaves its host by several links; the packet engine needs one "
+                                "NIC per sender")
         si[f, L.SI_NIC] = first_links.pop()
         sf[f, L.SF_BASE_RTT] = min(path_base_rtt(network, routes.paths[p], mss,
                                                  options.ack_bytes, options.header_bytes)
                                    for p in range(lo, hi))
         segments = _ENDLESS if math.isinf(flow.size) else max(1, math.ceil(flow.size / mss))
-        si[f, L.SI_SEGMENTS] = segments
-        sf[f, L.SF_LAST_BYTES] = mss if math.isinf(flow.size) else flow.size - (segments - 1) * mss
+        last_bytes = mss if math.isinf(flow.size) else flow.size - (segments - 1) * mss
+        si[f, L.SI_CONN_FIRST], si[f, L.SI_CONN_END] = first, end
+        si[f, L.SI_CONN_SEGMENTS] = segments
+        sf[f, L.SF_CONN_LAST_BYTES] = last_bytes
+        if end - first == 1 or math.isinf(flow.size):  # all its data at once
+            si[f, L.SI_SEGMENTS] = segments
+            sf[f, L.SF_LAST_BYTES] = last_bytes
+        else:  # subflows take the connection's segments as they send (sender._take_segment)
+            si[f, L.SI_SEGMENTS] = 0
+            sf[f, L.SF_LAST_BYTES] = mss
+            if f == first:
+                si[f, L.SI_CONN_UNASSIGNED] = segments
         sf[f, L.SF_START] = flow.start
     si[:, L.SI_CC] = L.CC_CODES[sender]
     si[:, L.SI_ECT] = 1 if scenario.si.aqm.marks_ecn else 0
@@ -223,13 +241,14 @@ def build(scenario: Scenario, options: Options) -> Built:
     sf[:, L.SF_ALPHA] = 1.0  # DCTCP alpha on init (Linux, ns-3)
     sf[:, L.SF_RTT_LAST] = math.nan
     senders = L.Senders(f=sf, i=si, paths=np.arange(len(routes.paths), dtype=np.int64),
-                        cumweight=cumweight, sent_at=np.zeros((n_flows, ring)),
-                        resent=np.zeros((n_flows, ring), np.int8))
-    ri = np.zeros((n_flows, L.N_RI), np.int64)
+                        cumweight=cumweight, path_sent=np.zeros(len(routes.paths)),
+                        sent_at=np.zeros((n_subflows, ring)),
+                        resent=np.zeros((n_subflows, ring), np.int8))
+    ri = np.zeros((n_subflows, L.N_RI), np.int64)
     ri[:, L.RI_PATH] = path_first[:-1]
-    rf = np.zeros((n_flows, L.N_RF))
+    rf = np.zeros((n_subflows, L.N_RF))
     rf[:, L.RF_COMPLETION] = math.inf
-    receivers = L.Receivers(i=ri, f=rf, have=np.zeros((n_flows, ring), np.int8))
+    receivers = L.Receivers(i=ri, f=rf, have=np.zeros((n_subflows, ring), np.int8))
 
     switch_buffers = sum(link.buffer for link in network.links if link.src not in network.hosts)
     rates = np.array([network.links[nic].capacity for nic in si[:, L.SI_NIC]])
@@ -238,10 +257,10 @@ def build(scenario: Scenario, options: Options) -> Built:
     # dry are enlarged and the run repeated, see simulate_packets)
     sendable = sum(network.links[nic].capacity for nic in set(si[:, L.SI_NIC].tolist()))
     buffered = min(2 * switch_buffers, 2 * sendable * duration) / mss
-    pool = int(buffered + n_flows * (4 * (bdp + cfg.init_cwnd) + 64) + 4096)
+    pool = int(buffered + n_subflows * (4 * (bdp + cfg.init_cwnd) + 64) + 4096)
     pool *= options.pool_scale
-    timers = 3 * n_flows  # RTO, delayed ACK, congestion-control timer per sender
-    heap = pool + n_links + 3 * timers + n_flows + 64
+    timers = 3 * n_subflows  # RTO, delayed ACK, congestion-control timer per sender
+    heap = pool + n_links + 3 * timers + n_subflows + 64
     _check_memory(pool, heap, options.pool_scale)
     ctl = np.zeros(L.N_CTL, np.int64)
     sim = L.Sim(
@@ -249,6 +268,6 @@ def build(scenario: Scenario, options: Options) -> Built:
         packets=L.packet_pool(pool), events=L.event_heap(heap),
         timers=np.full((timers, L.N_TM), math.inf), senders=senders, receivers=receivers,
         recorder=L.Recorder(links=np.zeros((cfg.records, n_links, L.N_RL)),
-                            senders=np.zeros((cfg.records, n_flows, L.N_RS))),
+                            senders=np.zeros((cfg.records, n_subflows, L.N_RS))),
         ctl=ctl, cfg=cfg)
     return Built(scenario, network, routes, options, sim, cfg.growth)

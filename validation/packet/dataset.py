@@ -3,6 +3,12 @@ results, so that `pathflow.metrics` and comparisons apply unchanged.
 
 Byte counts are wire bytes of full packets (mss-sized data packets, 64-byte ACKs), as the fluid
 model counts them; `flow_rate` is the rate of in-order delivery to the receiving application.
+
+Flows are connections, subflows are senders: a flow's `delivered`, `flow_rate` and `send_rate`
+sum its subflows' (MPTCP's reassembly counted without head-of-line blocking, see `receiver`),
+`subflow_rate`, `cwnd`, `rtt` are per subflow, and `completion_time` is when the connection's
+last segment was delivered. OLIA connections add its loss intervals `since_loss` and
+`last_interval` (packets), as the fluid model's state.
 """
 
 from __future__ import annotations
@@ -13,8 +19,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from pathflow.results import network_coords
-from pathflow.schema import build_dataset
+from pathflow.results import network_coords, path_usage
+from pathflow.schema import Field, build_dataset
 from pathflow.validation.packet import layout as L
 from pathflow.validation.packet.build import Built
 
@@ -79,11 +85,22 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
     is_dctcp = si[:, L.SI_CC] == L.CC_DCTCP
     if np.any(is_dctcp):
         variables["alpha"] = np.where(is_dctcp, rs[:, :, L.RS_ALPHA], np.nan)
+    extra: dict[str, Field] = {}
+    is_olia = si[:, L.SI_CC] == L.CC_OLIA
+    if np.any(is_olia):
+        for name, column, meaning in (
+                ("since_loss", L.RS_SINCE_LOSS, "OLIA: packets acknowledged since the last loss"),
+                ("last_interval", L.RS_LAST_INTERVAL,
+                 "OLIA: packets acknowledged between the two losses before")):
+            variables[name] = np.where(is_olia, rs[:, :, column], np.nan)
+            extra[name] = Field(("time", "subflow"), "packets", meaning)
     cc_names = {code: name for name, code in L.CC_CODES.items()}
     n_sub = si.shape[0]
+    path_coords, variables["path_bytes"] = path_usage(network, routes, sim.senders.path_sent)
     coords = {
         "time": time,
         **network_coords(network, routes),
+        **path_coords,
         "cc": [cc_names[int(si[np.argmax(flow_of == f), L.SI_CC])] for f in range(n_flows)],
         "subflow": np.arange(n_sub),
         "subflow_flow": flow_of.copy(),
@@ -111,4 +128,4 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         "window_cap_segments": sim.cfg.ring - 1,
         **extra_attrs,
     }
-    return build_dataset(variables, coords, attrs, comments=_COMMENTS)
+    return build_dataset(variables, coords, attrs, comments=_COMMENTS, extra=extra)

@@ -22,17 +22,24 @@ from typing import Any
 
 from numba import njit
 
-__all__ = ["entry", "kernel", "refresh_cache"]
+__all__ = ["entry", "kernel", "outlined", "refresh_cache"]
 
 _OPTIONS: dict[str, Any] = {"cache": True, "error_model": "numpy", "_nrt": False}
-_INTERNAL: dict[str, Any] = {**_OPTIONS, "no_cpython_wrapper": True, "no_cfunc_wrapper": True,
-                             "inline": "always"}
+_OUTLINED: dict[str, Any] = {**_OPTIONS, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+_INTERNAL: dict[str, Any] = {**_OUTLINED, "inline": "always"}
 
 
 def kernel(function: Callable[..., Any]) -> Any:
     """Compile `function` as a simulator kernel, callable from other kernels only (no Python
     wrapper: unboxing the simulator state is most of the compile time of a wrapper)."""
     return njit(**_INTERNAL)(function)
+
+
+def outlined(function: Callable[..., Any]) -> Any:
+    """Compile `function` as a kernel that other kernels call rather than inline: for branches
+    with loops that few runs take (MPTCP's coupling), which inlined would grow the event loop's
+    one compiled body, and its compile time, for every run."""
+    return njit(**_OUTLINED)(function)
 
 
 def entry(function: Callable[..., Any]) -> Any:

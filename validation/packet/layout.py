@@ -11,8 +11,10 @@ table with one row per element and named columns, e.g. `sim.senders.f[s, SF_CWND
 - `Paths`: link sequences, flattened; each forward path has its reverse (the ACK path).
 - `Packets`: a pool of packet records recycled through a free list.
 - `Events` (binary heap), `Timers` (lazily cancelled protocol timers).
-- `Senders`, `Receivers`: one row per sender (a TCP flow today; an MPTCP subflow or a DCQCN queue
-  pair later) and its receiver.
+- `Senders`, `Receivers`: one row per sender (a TCP flow, or one subflow of an MPTCP connection;
+  a DCQCN queue pair later) and its receiver. The subflows of one connection are contiguous rows
+  `SI_CONN_FIRST:SI_CONN_END`; state of the connection as a whole (its segments not yet given
+  to a subflow, its segments delivered) lives in the row of its first subflow.
 - `Recorder`: the samples.
 - `ctl`: global counters and the run status; `Config`: scalars.
 
@@ -39,10 +41,12 @@ CA_CWR = 1  # reducing the window for an ECN echo (PRR); no growth until RECOVER
 CA_RECOVERY = 2  # NewReno fast recovery
 CA_LOSS = 3  # after a retransmission timeout: slow start from one segment, go-back-N
 
-CC_RENO, CC_DCTCP = 0, 1  # congestion-control codes (cc.py dispatches on them)
-CC_CODES = {"reno": CC_RENO, "dctcp": CC_DCTCP}
+# congestion-control codes (cc.py dispatches on them)
+CC_RENO, CC_DCTCP, CC_LIA, CC_OLIA, CC_BALIA, CC_UNCOUPLED = 0, 1, 2, 3, 4, 5
+CC_CODES = {"reno": CC_RENO, "dctcp": CC_DCTCP, "lia": CC_LIA, "olia": CC_OLIA,
+            "balia": CC_BALIA, "uncoupled": CC_UNCOUPLED}
 
-# window growth per acknowledgement (see cc.reno_increase)
+# window growth per acknowledgement (see cc._grow)
 GROW_PER_SEGMENT = 0  # Linux / ns-3 TcpLinuxReno: by the segments acknowledged (ack_ratio = 1)
 GROW_PER_ACK = 1  # ns-3 TcpNewReno: once per ACK (ack_ratio = delayed-ACK count)
 GROW_FRACTIONAL = 2  # any other ack_ratio b: acknowledged segments / b
@@ -133,7 +137,7 @@ SF_PRR_DELIVERED = 10  # segments delivered since the window reduction began (RF
 SF_PRR_OUT = 11  # segments sent since then
 SF_RECOVER_FS = 12  # flight size when it began
 SF_START = 13  # s
-SF_LAST_BYTES = 14  # wire bytes of the last segment of a finite flow
+SF_LAST_BYTES = 14  # wire bytes of its last segment (mss until it takes a connection's last)
 SF_SENT_BYTES = 15  # cumulative wire bytes of data sent
 SF_RTT_SUM = 16  # RTT samples in the current sample interval
 SF_RTT_COUNT = 17
@@ -142,7 +146,8 @@ SF_PRIOR_CWND = 19  # cwnd and ssthresh before the last fast retransmit (undone 
 SF_PRIOR_SSTHRESH = 20
 SF_DROPPED = 21  # packets of this sender (data and its ACKs) dropped in the network
 SF_EPISODE_START = 22  # s, when the last fast recovery began
-N_SF = 23
+SF_CONN_LAST_BYTES = 23  # wire bytes of the last segment of its (finite) connection
+N_SF = 24
 # senders: int
 SI_PHASE = 0  # WAITING / RUNNING / DONE
 SI_CA = 1  # CA_* state
@@ -161,14 +166,21 @@ SI_CC = 13  # CC_* code
 SI_ECT = 14  # sends ECN-capable packets
 SI_FLOW = 15  # the flow (connection) this sender (subflow) belongs to
 SI_NIC = 16  # egress link of its host
-SI_SEGMENTS = 17  # segments in the flow (huge for an endless flow)
+SI_SEGMENTS = 17  # segments given to this sender so far (all of its flow's for TCP; huge for an
+#                   endless flow; an MPTCP subflow of a finite connection takes them one by one)
 SI_PATH_FIRST = 18  # its paths: Senders.paths[PATH_FIRST:PATH_END]
 SI_PATH_END = 19
 SI_SACKED = 20  # duplicate ACKs since UNA last advanced: segments the receiver holds above it
 SI_REORDERING = 21  # duplicate ACKs that signal a loss (3; raised when reordering is seen)
 SI_UNDO_RETRANS = 22  # retransmissions of the last fast recovery not yet reported duplicate
 SI_EPISODE_DUPACKS = 23  # duplicate ACKs in the last fast recovery (reordering extent)
-N_SI = 24
+SI_CONN_FIRST = 24  # its connection's senders (subflows): rows CONN_FIRST:CONN_END
+SI_CONN_END = 25
+SI_CONN_SEGMENTS = 26  # segments in its connection (huge for an endless flow)
+SI_CONN_UNASSIGNED = 27  # first subflow's row: segments no subflow has taken yet
+SI_OLIA_LOSS1 = 28  # OLIA: UNA at the loss event before last (Linux's mptcp_loss1)
+SI_OLIA_LOSS2 = 29  # OLIA: UNA at the last loss event (mptcp_loss2; UNA is mptcp_loss3)
+N_SI = 30
 
 # --- receivers ---------------------------------------------------------------------------------
 RI_NXT = 0  # next in-order segment expected
@@ -176,9 +188,10 @@ RI_PENDING = 1  # segments received but not yet acknowledged (delayed ACK)
 RI_CE = 2  # DCTCP CE state: CE bit of the last data packet
 RI_PATH = 3  # path of the last data packet (its reverse carries the ACK)
 RI_OOO = 4  # out-of-order segments held
-N_RI = 5
+RI_CONN_DELIVERED = 5  # first subflow's row: segments of its connection delivered in order
+N_RI = 6
 RF_DELIVERED = 0  # bytes delivered in order to the application
-RF_COMPLETION = 1  # s, when the last byte was delivered (inf until then)
+RF_COMPLETION = 1  # s, when the connection's last byte was delivered (inf until then)
 N_RF = 2
 
 # --- recorder columns ------------------------------------------------------------------------
@@ -197,7 +210,9 @@ RS_ALPHA = 3
 RS_DELIVERED = 4  # cumulative bytes
 RS_SENT = 5  # cumulative bytes
 RS_DROPPED = 6  # cumulative packets
-N_RS = 7
+RS_SINCE_LOSS = 7  # OLIA: segments acknowledged since the last loss event
+RS_LAST_INTERVAL = 8  # OLIA: segments acknowledged between the two loss events before
+N_RS = 9
 
 # --- global counters and status (Sim.ctl) ------------------------------------------------------
 CTL_HEAP_SIZE = 0
@@ -241,6 +256,7 @@ class Senders(NamedTuple):
     i: np.ndarray  # (S, N_SI)
     paths: np.ndarray  # flattened path ids of every sender
     cumweight: np.ndarray  # cumulative split weights (spraying), 1 at each sender's last path
+    path_sent: np.ndarray  # bytes of data sent on each path (retransmissions included)
     sent_at: np.ndarray  # (S, ring) s, last transmission of the segment in this slot
     resent: np.ndarray  # (S, ring) int8: that transmission was a retransmission (Karn)
 

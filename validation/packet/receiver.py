@@ -11,6 +11,11 @@
   ECN senders (Reno) react once per window whichever echo scheme the receiver uses.
 - Every ACK is `ack_bytes` on the wire and returns along the reverse of the path of the data
   packet that triggered it.
+- MPTCP: one receiver per subflow (its own in-order delivery and ACKs). The connection's
+  reassembly is simplified to a count: the connection has delivered the sum of its subflows'
+  in-order bytes, and it completes when all its segments have been delivered (the last
+  subflow's last segment), with no connection-level head-of-line blocking and no meta-buffer
+  (receive-window) limit.
 """
 
 from __future__ import annotations
@@ -28,11 +33,15 @@ from pathflow.validation.packet.layout import (
     RF_COMPLETION,
     RF_DELIVERED,
     RI_CE,
+    RI_CONN_DELIVERED,
     RI_NXT,
     RI_OOO,
     RI_PATH,
     RI_PENDING,
     SF_LAST_BYTES,
+    SI_CONN_END,
+    SI_CONN_FIRST,
+    SI_CONN_SEGMENTS,
     SI_ECT,
     SI_SEGMENTS,
     TM_DEADLINE,
@@ -67,11 +76,14 @@ def send_ack(sim, s: int, ece: int, dsack: int, now: float) -> None:
 
 @kernel
 def _deliver(sim, s: int, seq: int, now: float) -> None:
-    rf = sim.receivers.f
-    last = sim.senders.i[s, SI_SEGMENTS] - 1
+    rf, si = sim.receivers.f, sim.senders.i
+    last = si[s, SI_SEGMENTS] - 1
     rf[s, RF_DELIVERED] += sim.senders.f[s, SF_LAST_BYTES] if seq == last else sim.cfg.mss
-    if seq == last:
-        rf[s, RF_COMPLETION] = now
+    first = si[s, SI_CONN_FIRST]
+    sim.receivers.i[first, RI_CONN_DELIVERED] += 1
+    if sim.receivers.i[first, RI_CONN_DELIVERED] == si[s, SI_CONN_SEGMENTS]:
+        for k in range(first, si[s, SI_CONN_END]):  # the connection's last segment
+            rf[k, RF_COMPLETION] = now
 
 
 @kernel

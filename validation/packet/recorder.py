@@ -3,7 +3,8 @@
 Per link: the backlog at the sample instant and its extremes within the interval, and the
 bytes that arrived, departed (pro rata for the packet in service), were dropped or marked.
 Per sender: cwnd and ssthresh (bytes), the mean RTT sample of the interval (the last one if the
-interval had none), alpha, and cumulative bytes delivered in order and sent.
+interval had none), alpha, cumulative bytes delivered in order and sent, and OLIA's loss
+intervals (segments acknowledged since the last loss event, and between the two before).
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from pathflow.validation.packet.layout import (
     RS_CWND,
     RS_DELIVERED,
     RS_DROPPED,
+    RS_LAST_INTERVAL,
     RS_RTT,
     RS_SENT,
+    RS_SINCE_LOSS,
     RS_SSTHRESH,
     SF_ALPHA,
     SF_CWND,
@@ -45,6 +48,9 @@ from pathflow.validation.packet.layout import (
     SF_RTT_SUM,
     SF_SENT_BYTES,
     SF_SSTHRESH,
+    SI_OLIA_LOSS1,
+    SI_OLIA_LOSS2,
+    SI_UNA,
 )
 
 __all__ = ["record"]
@@ -82,7 +88,7 @@ def record(sim, k: int, now: float) -> None:
         lf[port, LF_MARKED] = 0.0
         lf[port, LF_QMIN] = q
         lf[port, LF_QMAX] = q
-    sf = sim.senders.f
+    sf, si = sim.senders.f, sim.senders.i
     out = sim.recorder.senders[k]
     for s in range(sf.shape[0]):
         out[s, RS_CWND] = sf[s, SF_CWND] * cfg.mss
@@ -97,3 +103,5 @@ def record(sim, k: int, now: float) -> None:
         out[s, RS_DELIVERED] = sim.receivers.f[s, RF_DELIVERED]
         out[s, RS_SENT] = sf[s, SF_SENT_BYTES]
         out[s, RS_DROPPED] = sf[s, SF_DROPPED]
+        out[s, RS_SINCE_LOSS] = si[s, SI_UNA] - si[s, SI_OLIA_LOSS2]
+        out[s, RS_LAST_INTERVAL] = si[s, SI_OLIA_LOSS2] - si[s, SI_OLIA_LOSS1]

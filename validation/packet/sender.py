@@ -35,6 +35,15 @@ that shape queues at packet level:
 
 The connection is taken as established when the flow starts (no handshake); the RTT estimator
 starts from the path's base RTT, the sample a handshake would have given.
+
+MPTCP: each subflow is one such sender, with its own sequence numbers, window, RTT estimator,
+recovery and timer (`cc` couples their windows). A finite connection's segments are shared: a
+subflow whose window lets it send new data takes the connection's next segment not yet given to
+any subflow (`SI_CONN_UNASSIGNED`, kept in the row of the connection's first subflow), so the
+subflows that the NIC serves take them in turn; when none is left it sends no new data, and it
+is done when what it took is acknowledged and nothing is left to take. There is no
+connection-level (data-sequence) retransmission: a segment lost on a subflow is recovered on
+that subflow, as a subflow that stays up in Linux does.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ from pathflow.validation.packet.layout import (
     EV_WAKE,
     RUNNING,
     SF_BASE_RTT,
+    SF_CONN_LAST_BYTES,
     SF_CWND,
     SF_EPISODE_START,
     SF_LAST_BYTES,
@@ -75,6 +85,8 @@ from pathflow.validation.packet.layout import (
     SF_SSTHRESH,
     SI_BACKOFF,
     SI_CA,
+    SI_CONN_FIRST,
+    SI_CONN_UNASSIGNED,
     SI_DUPACKS,
     SI_ECT,
     SI_EPISODE_DUPACKS,
@@ -126,6 +138,24 @@ def start_flow(sim, s: int, now: float) -> None:
 
 
 @kernel
+def _unassigned(sim, s: int) -> int:
+    """Segments of sender s's connection that no subflow has taken yet."""
+    return sim.senders.i[sim.senders.i[s, SI_CONN_FIRST], SI_CONN_UNASSIGNED]
+
+
+@kernel
+def _take_segment(sim, s: int) -> None:
+    """Subflow s takes its connection's next segment; the last one carries the connection's
+    last bytes."""
+    i = sim.senders.i
+    first = i[s, SI_CONN_FIRST]
+    i[first, SI_CONN_UNASSIGNED] -= 1
+    i[s, SI_SEGMENTS] += 1
+    if i[first, SI_CONN_UNASSIGNED] == 0:
+        sim.senders.f[s, SF_LAST_BYTES] = sim.senders.f[s, SF_CONN_LAST_BYTES]
+
+
+@kernel
 def can_send(sim, s: int, now: float) -> bool:
     """Whether sender s has a segment it may put on the wire now."""
     f, i = sim.senders.f, sim.senders.i
@@ -141,7 +171,9 @@ def can_send(sim, s: int, now: float) -> bool:
         return True
     nxt = i[s, SI_NXT]
     window = min(int(f[s, SF_CWND]), sim.cfg.ring - 1)
-    if nxt >= i[s, SI_SEGMENTS] or nxt - i[s, SI_UNA] >= sim.cfg.ring - 1:
+    if nxt >= i[s, SI_SEGMENTS] and _unassigned(sim, s) == 0:
+        return False  # all its own data sent, and none of its connection's left to take
+    if nxt - i[s, SI_UNA] >= sim.cfg.ring - 1:
         return False
     flight = nxt - i[s, SI_UNA]
     if i[s, SI_CA] != CA_RECOVERY:
@@ -172,10 +204,14 @@ def emit(sim, s: int, now: float) -> int:
     else:
         seq = i[s, SI_NXT]
         i[s, SI_NXT] = seq + 1
+        if seq >= i[s, SI_SEGMENTS]:
+            _take_segment(sim, s)
     size = f[s, SF_LAST_BYTES] if seq == i[s, SI_SEGMENTS] - 1 else cfg.mss
-    p = new_packet(sim, DATA, s, seq, size, _choose_path(sim, s), i[s, SI_ECT])
+    path = _choose_path(sim, s)
+    p = new_packet(sim, DATA, s, seq, size, path, i[s, SI_ECT])
     if p < 0:
         return -1
+    sim.senders.path_sent[path] += size
     slot = seq & (cfg.ring - 1)
     sim.senders.sent_at[s, slot] = now
     sim.senders.resent[s, slot] = 1 if seq < i[s, SI_HIGH] else 0
@@ -209,6 +245,7 @@ def _enter_recovery(sim, s: int, now: float) -> None:
     """Fast retransmit (RFC 6582 step 2). Coming from CWR the window was already reduced for
     this episode, so ssthresh stays (Linux: no second reduction)."""
     f, i = sim.senders.f, sim.senders.i
+    cc.on_congestion(sim, s)
     f[s, SF_PRIOR_CWND] = f[s, SF_CWND]
     f[s, SF_PRIOR_SSTHRESH] = f[s, SF_SSTHRESH]
     if i[s, SI_CA] != CA_CWR:
@@ -274,6 +311,7 @@ def _on_ecn_echo(sim, s: int) -> None:
     """Enter CWR: the window is to shrink to ssthresh = max(cwnd * mark_factor, min_cwnd) over
     the next round trip (proportional rate reduction, `_prr`)."""
     f, i = sim.senders.f, sim.senders.i
+    cc.on_congestion(sim, s)
     f[s, SF_SSTHRESH] = max(f[s, SF_CWND] * cc.mark_factor(sim, s), sim.cfg.min_cwnd)
     i[s, SI_CA] = CA_CWR
     i[s, SI_RECOVER] = i[s, SI_HIGH]
@@ -360,7 +398,7 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
     ca = i[s, SI_CA]
     if (ca in (CA_OPEN, CA_LOSS)) and limited:
         cc.window_increase(sim, s, acked)
-    if ack >= i[s, SI_SEGMENTS]:
+    if ack >= i[s, SI_SEGMENTS] and _unassigned(sim, s) == 0:
         i[s, SI_PHASE] = DONE
         cancel_timer(sim, s)
     elif ack >= i[s, SI_HIGH] and i[s, SI_RTX] < 0:
@@ -376,6 +414,7 @@ def on_timeout(sim, s: int, now: float) -> None:
     una = i[s, SI_UNA]
     if i[s, SI_PHASE] != RUNNING or una >= i[s, SI_HIGH]:
         return
+    cc.on_congestion(sim, s)
     if i[s, SI_CA] == CA_OPEN:
         # Linux's tcp_enter_loss: reduce from the Open state only. During recovery or CWR the
         # window was already reduced for this episode (and cwnd is inflated), and repeated
