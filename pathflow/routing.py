@@ -13,6 +13,10 @@ for each subflow, a set of paths with fixed split weights:
   for each subflow.
 - ``static``: every switch picks one next hop per destination among its equal-cost ones (seeded),
   as the seed 002 study's "static" routers do; all flows to one destination share that tree.
+- ``kshortest``: subflow i of a connection takes the i-th of the `routing.max_paths` shortest
+  loopless paths of its host pair (by hop count, ties in name order, round-robin when the pair
+  has fewer), so the subflows of an MPTCP connection spread over longer paths too, on any graph;
+  a single-path flow takes the shortest.
 
 `[[routing.paths]]` names paths explicitly, node by node: each entry is one subflow of its flow,
 which then has exactly those subflows (the seed 004 study's Hamiltonian-path subflows, or any
@@ -31,6 +35,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+import networkx as nx
 import numpy as np
 
 from pathflow.scenario import Scenario, ScenarioError
@@ -128,6 +133,8 @@ class _PathFinder:
             hops.sort()
         self._distance: dict[str, Mapping[str, int]] = {}
         self._count: dict[str, dict[str, int]] = {}
+        self._shortest: dict[tuple[str, str, int], list[tuple[int, ...]]] = {}
+        self._digraph: nx.DiGraph | None = None
 
     def distance_to(self, dst: str) -> Mapping[str, int]:
         known = self._distance.get(dst)
@@ -198,6 +205,35 @@ class _PathFinder:
                     break
                 index -= below
         return walk
+
+    def k_shortest(self, src: str, dst: str, k: int) -> list[tuple[int, ...]]:
+        """The `k` shortest loopless paths from src to dst by hop count (Yen's algorithm, as
+        networkx's `shortest_simple_paths`), ties in name order, through no other host; fewer
+        where the graph has fewer. Memoised per pair."""
+        key = (src, dst, k)
+        if key not in self._shortest:
+            if src not in self.distance_to(dst):
+                raise ScenarioError(f"routing: no path from {src} to {dst}")
+            graph = self._graph()
+            others = set(self.network.hosts) - {src, dst}
+            candidates: list[list[str]] = []
+            for nodes in nx.shortest_simple_paths(graph, src, dst):
+                if len(candidates) >= k and len(nodes) > len(candidates[k - 1]):
+                    break  # every tie of the k-th path is in
+                if others.isdisjoint(nodes[1:-1]):
+                    candidates.append(nodes)
+                    candidates.sort(key=lambda walk: (len(walk), walk))
+            self._shortest[key] = [
+                tuple(graph.edges[a, b]["link"] for a, b in itertools.pairwise(nodes))
+                for nodes in candidates[:k]]
+        return self._shortest[key]
+
+    def _graph(self) -> nx.DiGraph:
+        if self._digraph is None:
+            self._digraph = nx.DiGraph()
+            for i, link in enumerate(self.network.links):
+                self._digraph.add_edge(link.src, link.dst, link=i)
+        return self._digraph
 
     def static_path(self, src: str, dst: str, seed: int) -> tuple[int, ...]:
         node, walk = src, ()
@@ -306,7 +342,8 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
         given = explicit.get(index)
         for subflow in range(subflows if given is None else len(given)):
             chosen = ([given[subflow]] if given is not None else
-                      _subflow_paths(finder, routing.mode, flow, index, subflow, options, seed))
+                      _subflow_paths(finder, routing.mode, flow, index, (subflow, subflows),
+                                     options, seed))
             paths += chosen
             path_subflow += [len(subflow_flow)] * len(chosen)
             path_weight += [1.0 / len(chosen)] * len(chosen)
@@ -341,15 +378,22 @@ def _explicit_paths(network: Network, flows: list[Flow],
     return found
 
 
-def _subflow_paths(finder: _PathFinder, mode: str, flow: Flow, index: int, subflow: int,
-                   options: int, seed: int) -> list[tuple[int, ...]]:
+def _subflow_paths(finder: _PathFinder, mode: str, flow: Flow, index: int,
+                   subflow_of: tuple[int, int], options: int, seed: int
+                   ) -> list[tuple[int, ...]]:
     """The paths of one subflow (ndiffports: every subflow on the flow's host pair, routed on
-    its own). ECMP hashes each subflow apart (the first as a single-path flow is hashed, so
-    that one subflow routes as TCP does); the other modes give every subflow the same paths."""
+    its own); `subflow_of` is (this subflow, the connection's subflows). ECMP hashes each
+    subflow apart (the first as a single-path flow is hashed, so that one subflow routes as TCP
+    does); k-shortest gives subflow i the i-th path; the other modes give every subflow the
+    same paths."""
+    subflow, subflows = subflow_of
     if mode == "static":
         return [finder.static_path(flow.src, flow.dst, seed)]
     if mode == "spray":
         return finder.paths(flow.src, flow.dst)
+    if mode == "kshortest":
+        ranked = finder.k_shortest(flow.src, flow.dst, min(subflows, finder.max_paths))
+        return [ranked[subflow % len(ranked)]]
     if mode == "ecmp":
         key = (seed, index) if subflow == 0 else (seed, index, subflow)
         return [finder.path(flow.src, flow.dst, _stable_hash(*key, flow.src, flow.dst) % options)]

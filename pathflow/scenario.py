@@ -193,7 +193,7 @@ class ExplicitPath(_Section):
 
 
 class Routing(_Section):
-    mode: Literal["shortest", "ecmp", "spray", "static"] = "ecmp"
+    mode: Literal["shortest", "ecmp", "spray", "static", "kshortest"] = "ecmp"
     max_paths: int = Field(256, ge=1, le=4096)
     paths: list[ExplicitPath] = []
 

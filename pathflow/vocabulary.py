@@ -50,8 +50,9 @@ name = "..."                   label for outputs
 {transport}
 [routing]
   mode       ecmp (default; seeded per-flow hash) | spray (equal split over equal-cost paths) |
-             static (per-switch random next hop per destination) | shortest
-  max_paths  cap on equal-cost paths per pair (default 256)
+             static (per-switch random next hop per destination) | shortest | kshortest
+             (subflow i on the i-th shortest loopless path of its pair, any graph)
+  max_paths  cap on equal-cost paths per pair, and kshortest's k (default 256)
   [[routing.paths]]  explicit paths: flow = i (the connection, in traffic order), nodes = ["h0",
              "s1", ..., "h5"] from its source host to its destination; each entry is one subflow
              of that flow (several need a multipath cc); its other flows are routed by mode

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pathflow import Scenario
@@ -42,3 +43,17 @@ def star(senders: int = 2, *, rate: str = "100Mbps", delay: str = "62.5us",
     for name, values in sections.items():
         data.setdefault(name, {}).update(values)
     return Scenario.from_dict(data)
+
+
+def mesh(folder: Path, subflows: int, mode: str, **extra: Any) -> Scenario:
+    """Hosts A and B on a four-switch mesh: A - S1, S1 - S2, S1 - S3, S2 - S3, S2 - S4, S3 - S4,
+    S4 - B (two disjoint two-switch routes between S1 and S4, and two longer ones via S2 - S3)."""
+    (folder / "mesh.csv").write_text(
+        "src,dst,link_rate\nA,S1,1Gbps\nB,S4,1Gbps\nS1,S2,10Mbps\nS1,S3,10Mbps\nS2,S3,10Mbps\n"
+        "S2,S4,10Mbps\nS3,S4,10Mbps\n")
+    return Scenario.from_dict({
+        "topology": {"kind": "graph", "edges": "mesh.csv", "hosts": ["A", "B"]},
+        "aqm": {"kind": "droptail"},
+        "traffic": {"pattern": "explicit", "pairs": [[0, 1]]},
+        "transport": {"cc": "lia" if subflows > 1 else "reno", "subflows": subflows},
+        "routing": {"mode": mode}, **extra}, base_dir=folder)

@@ -63,6 +63,7 @@ def test_run_packet_engine(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["--engine", "ns3"], "error: --engine: unknown engine 'ns3'; allowed: fluid, packet"),
     (["--engine", "packet", "--check-dt"], "error: --check-dt: applies to --engine fluid only"),
+    (["--plot", "out"], "error: --plot: 'out' needs an image suffix (one of "),
 ])
 def test_bad_engine_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     result = runner.invoke(app, ["run", str(write(tmp_path, TINY_TOML)), *args,

@@ -194,6 +194,8 @@ OPTIONS = {
                                  "--output: directory '.*nowhere' does not exist"),
     "plot-is-a-directory": (["--fit", "threshold", "--plot", "{tmp}"],
                             "--plot: '.*' is a directory, not a file"),
+    "plot-without-format": (["--fit", "threshold", "--plot", "{tmp}/fit"],
+                            r"--plot: '.*fit' needs an image suffix \(one of .*\.png"),
     "model-link": (["--fit", "threshold", "--link", "s9->r0"],
                    "link 's9->r0' is not in the scenario; links: h0->s0, "),
 }

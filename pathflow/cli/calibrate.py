@@ -15,6 +15,7 @@ from rich.table import Table
 
 from pathflow.cli.console import (
     Threads,
+    check_figure,
     check_writable,
     console,
     errors,
@@ -231,8 +232,9 @@ def calibrate(
         trace_cut = parse_time(trace_warmup, "--trace-warmup") if trace_warmup else None
         output = output or Path(f"{scenario_file.stem}_fitted.toml")
         plot = plot or output.with_suffix(".png")
-        for path, option in ((output, "--output"), (plot, "--plot"), (report, "--report")):
+        for path, option in ((output, "--output"), (report, "--report")):
             check_writable(path, option)
+        check_figure(plot, "--plot")
         edges = scenario.spec.topology.edges
         if edges and not Path(edges).is_absolute():
             # the fitted file may land elsewhere; its graph must still be found

@@ -50,6 +50,20 @@ def check_writable(path: Path | None, option: str) -> None:
         raise ScenarioError(f"{option}: {str(path)!r} is not writable (permission denied)")
 
 
+def check_figure(path: Path | None, option: str) -> None:
+    """`check_writable`, and a suffix that names an image format matplotlib writes (it chooses
+    the format by the suffix)."""
+    check_writable(path, option)
+    if path is None:
+        return
+    from matplotlib.figure import Figure
+
+    formats = sorted(Figure().canvas.get_supported_filetypes())
+    if path.suffix.lower().lstrip(".") not in formats:
+        raise ScenarioError(f"{option}: {str(path)!r} needs an image suffix (one of "
+                            f"{', '.join('.' + f for f in formats)})")
+
+
 def write_output(path: Path, option: str, write: Callable[[Path], object]) -> None:
     """Write an output whole or not at all (`pathflow.atomic`); a failure at the end (disk full,
     a directory removed meanwhile) is one line, like any other bad input."""

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from pathflow.cli.console import (
     Threads,
+    check_figure,
     check_writable,
     console,
     errors,
@@ -218,7 +219,7 @@ def run(
                 fail("--seeds: cannot be combined with --check-dt")
         scenario = load_scenario(scenario_file)
         check_writable(output, "--output")
-        check_writable(plot, "--plot")
+        check_figure(plot, "--plot")
         setup_jax(threads)
         if seeds is not None:
             _run_seeds(scenario, seeds, output, plot, quiet, yes, max_memory)

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from pathflow.cli.console import (
     Threads,
+    check_figure,
     check_writable,
     console,
     errors,
@@ -79,7 +80,7 @@ def sweep(
         scenario = load_scenario(scenario_file) if scenario_file else _default_sweep_scenario()
         plot = plot or output.with_suffix(".png")
         check_writable(output, "--output")
-        check_writable(plot, "--plot")
+        check_figure(plot, "--plot")
         setup_jax(threads)
         saved: list[xr.Dataset] = []
         earlier = _earlier_points(output) if resume else None
