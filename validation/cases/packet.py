@@ -77,9 +77,11 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 import pathflow
-from pathflow import Scenario
+from pathflow import Scenario, topology
 from pathflow.compile import compile_scenario
 from pathflow.metrics import convergence_time, hotspots, queue_stats, throughput
+from pathflow.routing import Routes, build_routes
+from pathflow.topology import build_network
 from pathflow.units import format_rate, format_time
 from pathflow.validation.cases.common import PACKET, compared_port, share_error
 from pathflow.validation.registry import CaseResult, Check, Scale, case
@@ -169,26 +171,15 @@ def fair_window(scenario: Scenario, capacity: float) -> float | None:
     return (capacity * base_rtt + queue) / PACKET / (si.traffic.flows or 1)
 
 
-def acks_queued(scenario: Scenario, bottlenecks: set[str]) -> np.ndarray:
-    """Per flow, whether its ACKs (the reverse of its paths) cross a link named in
-    `bottlenecks`, where they wait behind other flows' data."""
-    compiled = compile_scenario(scenario)
-    network = compiled.network
+def crossing(network: topology.Network, routes: Routes, names: set[str], acks: bool = False
+             ) -> np.ndarray:
+    """Per flow, whether one of its paths crosses a link named in `names`; with `acks`, whether
+    the reverse of one does (its ACKs, which wait there behind other flows' data)."""
     links = network.links
-    queued = np.zeros(len(compiled.routes.flows), bool)
-    for path, flow in zip(compiled.routes.paths, compiled.routes.path_flow, strict=True):
-        back = {links[network.link_between(links[i].dst, links[i].src)].name for i in path}
-        queued[flow] |= bool(back & bottlenecks)
-    return queued
-
-
-def carries(scenario: Scenario, link: str) -> np.ndarray:
-    """Per flow, whether one of its paths crosses `link`."""
-    compiled = compile_scenario(scenario)
-    names = [item.name for item in compiled.network.links]
-    out = np.zeros(len(compiled.routes.flows), bool)
-    for path, flow in zip(compiled.routes.paths, compiled.routes.path_flow, strict=True):
-        out[flow] |= link in {names[i] for i in path}
+    out = np.zeros(len(routes.flows), bool)
+    for path, flow in zip(routes.paths, routes.path_flow, strict=True):
+        hops = (network.link_between(links[i].dst, links[i].src) if acks else i for i in path)
+        out[flow] |= not names.isdisjoint(links[i].name for i in hops)
     return out
 
 
@@ -221,13 +212,15 @@ def compare(fluid: xr.Dataset, packet: xr.Dataset, scenario: Scenario, label: st
     queues = {name: value.sel(link=link) for name, value in stats.items()}
     others = (ranked.utilization.values > 0.95) & (ranked.queue_mean.values > PACKET)
     bottlenecks = {str(name) for name in ranked.link.values[others]}
-    delayed = acks_queued(scenario, bottlenecks) if not spray else np.zeros(len(rates["f"]), bool)
+    network = build_network(scenario)
+    routes = build_routes(scenario, network)
+    delayed = crossing(network, routes, bottlenecks, acks=True) & (not spray)
     clean = ~delayed
     per_flow = share_error(rates["f"][clean], rates["p"][clean])
     acks_why = (f"not claimed: {int(delayed.sum())} flow(s) whose ACKs wait in another flow's "
                 "bottleneck queue, a delay the fluid model's round trips leave out (README, "
                 "limits)")
-    slowed = acks_why if np.any(delayed & carries(scenario, link)) else None
+    slowed = acks_why if np.any(delayed & crossing(network, routes, {link})) else None
     mean_p, p99_p = float(queues["p"]["mean"]), float(queues["p"]["p99"])
     if not dctcp:
         p99_tolerance, p99_why = 0.05 * float(packet.buffer.sel(link=link)) / PACKET, \
