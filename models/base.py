@@ -101,6 +101,12 @@ class CongestionModel(ABC):
         """Rules across parameters (ValueError naming the key); none by default."""
         return
 
+    def state_owners(self, params: Any) -> dict[str, Array]:
+        """Per state variable, the controllers it belongs to (True) where not all do (a
+        `models.mixture.Mixture` of models with different state); results leave the others
+        out (NaN). Empty: every controller has every variable."""
+        return {}
+
     @abstractmethod
     def initial_state(self, params: Any) -> State:
         """State at the controller's start."""

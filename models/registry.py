@@ -25,7 +25,8 @@ from pathflow.models.mptcp import Balia, Lia, Olia, Uncoupled
 from pathflow.models.parameters import Parameter
 from pathflow.models.reno import Reno
 
-__all__ = ["CONTROLS", "DISCIPLINES", "CongestionControl", "control", "discipline", "register"]
+__all__ = ["CONTROLS", "DISCIPLINES", "CongestionControl", "control", "discipline",
+           "multipath_controls", "register"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,11 @@ register(CongestionControl(
 register(CongestionControl(
     "uncoupled", Uncoupled, "MPTCP baseline: every subflow an independent Reno",
     packet_sender="uncoupled", ns3_type=None, ecn=False, multipath=True))
+
+
+def multipath_controls() -> str:
+    """The multipath congestion controls, quoted, for errors ("'lia', 'olia', ...")."""
+    return ", ".join(repr(name) for name, entry in CONTROLS.items() if entry.multipath)
 
 
 def control(name: str) -> CongestionControl:

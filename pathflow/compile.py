@@ -30,6 +30,8 @@ import numpy as np
 
 from pathflow.models.aqm import Queues
 from pathflow.models.base import CongestionModel
+from pathflow.models.mixture import Mixture
+from pathflow.models.registry import CONTROLS
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario
 from pathflow.solvers.dde import ring_bytes
@@ -143,7 +145,7 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     network = build_network(scenario)
     routes = build_routes(scenario, network)
     transport = scenario.si.transport
-    model = scenario.control.build(transport.parameters)
+    model, params = _controls(scenario, routes)
     queues, aqm = _queue_params(scenario, network)
     host_links = _host_links(network)
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes,
@@ -169,7 +171,7 @@ def compile_scenario(scenario: Scenario) -> Compiled:
         size=np.array([flow.size for flow in owners]),
         active=np.ones(n_subflows),
         packet=np.full(n_subflows, transport.mss),
-        params=model.build_params(transport.parameters, n_subflows),
+        params=params,
         dt=np.asarray(dt),
     )
     problem = with_hop_layout(problem)  # what the solver walks (solvers.problem.hop_layout)
@@ -177,6 +179,29 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     physics = Physics(model, scenario.discipline)
     return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,
                     _stepping(scenario, dt, grid, aqm))
+
+
+def _controls(scenario: Scenario, routes: Routes) -> tuple[CongestionModel, Any]:
+    """The congestion-control model and its per-subflow values: the groups' control itself
+    where they all run one (with each group's values on its subflows), else a `Mixture` of the
+    distinct ones (a control with other structural choices counts as distinct)."""
+    groups = scenario.si.groups
+    group_of = np.array([routes.flows[f].group for f in routes.subflow_flow])
+    built = [CONTROLS[g.transport.cc].build(g.transport.parameters) for g in groups]
+    parts = list(dict.fromkeys(built))
+    part_of = np.array([parts.index(model) for model in built])
+
+    def values(index: int, part: CongestionModel) -> Any:
+        members = np.flatnonzero(part_of == index)
+        # another part's subflow holds the first member group's values: valid, never used
+        source = np.where(part_of[group_of] == index, group_of, members[0])
+        return part.Params(*(np.array([float(groups[g].transport.parameters[p.name])
+                                       for g in source]) for p in part.values()))
+
+    if len(parts) == 1:
+        return parts[0], values(0, parts[0])
+    mixture = Mixture(tuple(parts))
+    return mixture, mixture.pack(part_of[group_of], [values(i, p) for i, p in enumerate(parts)])
 
 
 def _stepping(scenario: Scenario, dt: float, grid: Grid, aqm: Any) -> Stepping | None:

@@ -131,9 +131,7 @@ def _per_seed(compiled: Compiled, ds: xr.Dataset) -> dict[str, np.ndarray | floa
 def _violations(compiled: Compiled, ds: xr.Dataset) -> str:
     """The invariants (`pathflow.invariants`) one seed's run breaks, as `pathflow.simulate`
     checks them: "" when all hold, else "name: detail; ..."."""
-    transport = compiled.scenario.si.transport
-    report = check_invariants(ds, min_cwnd_bytes=transport.parameters.get("min_cwnd", 0.0)
-                              * transport.mss)
+    report = check_invariants(ds, min_cwnd_bytes=compiled.scenario.si.min_cwnd_bytes)
     return "; ".join(f"{name}: {verdict.detail}" for name, verdict in report.violations.items())
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "bottleneck_frequency",
     "convergence_time",
     "default_warmup",
+    "group_summary",
     "hotspots",
     "jain_index",
     "loss_cycles",
@@ -279,6 +280,33 @@ def transfer_rates(ds: xr.Dataset, header_bytes: float = HEADER_BYTES) -> xr.Dat
                        "transfer_time": elapsed.assign_attrs(units="s")})
 
 
+def group_summary(ds: xr.Dataset, warmup: float | None = None) -> xr.Dataset:
+    """Per traffic group (`[[traffic.groups]]`; a result without groups is one): its
+    congestion control, its flows' total steady-window throughput and their Jain index, and of
+    its finite flows how many finished and their median transfer time (start to last byte)."""
+    rates = throughput(ds, warmup).values
+    group = ds.group.values if "group" in ds.coords else np.zeros(ds.sizes["flow"], dtype=int)
+    elapsed = (ds.completion_time - ds.start).values
+    finite = np.isfinite(ds["size"].values)
+    rows = []
+    for g in np.unique(group):
+        mine = group == g
+        done = elapsed[mine & finite]
+        done = done[np.isfinite(done)]
+        rows.append((str(ds.cc.values[np.argmax(mine)]), int(mine.sum()),
+                     float(rates[mine].sum()), jain_index(rates[mine]),
+                     int((mine & finite).sum()), done.size,
+                     float(np.median(done)) if done.size else math.nan))
+    cc, flows, total, jain, transfers, finished, median = zip(*rows, strict=True)
+    return xr.Dataset(
+        {"cc": ("group", list(cc)), "flows": ("group", list(flows)),
+         "throughput": ("group", list(total), {"units": "bytes/s"}),
+         "jain": ("group", list(jain)), "transfers": ("group", list(transfers)),
+         "finished": ("group", list(finished)),
+         "transfer_time_median": ("group", list(median), {"units": "s"})},
+        coords={"group": np.unique(group)})
+
+
 def bottleneck_frequency(runs: list[xr.Dataset], utilization: float = 0.95,
                          queue_packets: float = 1.0, warmup: float | None = None
                          ) -> xr.DataArray:
@@ -341,6 +369,8 @@ class Summary:
     """The busiest links, busiest first (`hotspots`)."""
     convergence: Convergence
     """When the run settled, judged at the bottleneck's queue."""
+    groups: xr.Dataset
+    """Per traffic group: control, flows, throughput, Jain, finished transfers (`group_summary`)."""
     invariants: Report
     """The invariant verdicts the engine attached (empty for a result without them)."""
 
@@ -358,5 +388,6 @@ def summarize(ds: xr.Dataset, warmup: float | None = None, top: int = 5) -> Summ
         queues=queue_stats(ds, warmup).sel(link=hot.link),
         hotspots=hot,
         convergence=convergence_time(ds, link=bottleneck),
+        groups=group_summary(ds, warmup),
         invariants=report_of(ds),
     )

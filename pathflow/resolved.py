@@ -17,6 +17,7 @@ from typing import Any
 __all__ = [
     "Resolved",
     "ResolvedAqm",
+    "ResolvedGroup",
     "ResolvedLinkOverride",
     "ResolvedRouting",
     "ResolvedRun",
@@ -106,6 +107,21 @@ class ResolvedTransport:
 
 
 @dataclass(frozen=True)
+class ResolvedGroup:
+    """One traffic group (`[[traffic.groups]]`): its flows' traffic and transport. A scenario
+    without groups is one group, `[traffic]` with `[transport]`."""
+
+    traffic: ResolvedTraffic
+    transport: ResolvedTransport
+    where: str = ""  # "traffic.groups[i]"; "" for the one group of a file without groups
+
+    def field(self, section: str, key: str) -> str:
+        """The dotted name of one of the group's keys, for errors ("traffic.groups[1].flows",
+        or "traffic.flows" without groups)."""
+        return f"{self.where or section}.{key}"
+
+
+@dataclass(frozen=True)
 class ResolvedRouting:
     mode: str
     max_paths: int
@@ -137,3 +153,10 @@ class Resolved:
     transport: ResolvedTransport
     routing: ResolvedRouting
     run: ResolvedRun
+    groups: tuple[ResolvedGroup, ...]  # at least one; flows are numbered group after group
+
+    @property
+    def min_cwnd_bytes(self) -> float:
+        """The smallest window floor of any group (bytes; 0 where no control has one)."""
+        return min(float(group.transport.parameters.get("min_cwnd", 0.0)) * group.transport.mss
+                   for group in self.groups)

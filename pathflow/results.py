@@ -51,6 +51,7 @@ def network_coords(network: Network, routes: Routes) -> dict[str, Any]:
         "dst": [f.dst for f in flows],
         "start": np.array([f.start for f in flows]),
         "size": np.array([f.size for f in flows]),
+        "group": np.array([f.group for f in flows]),
         "paths": np.bincount(np.asarray(routes.path_flow), minlength=len(flows)),
         "equal_cost_paths": np.asarray(routes.equal_cost),
     }
@@ -122,6 +123,9 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "dt": np.asarray(t.dt, dtype=float),
     }
     variables.update({name: sub(values) for name, values in t.state.items() if name != "cwnd"})
+    owners = compiled.model.state_owners(compiled.problem.params)
+    for name, owned in owners.items():  # a mixture's variables of some subflows only
+        variables[name] = np.where(np.asarray(owned)[:n_subflows], variables[name], np.nan)
     # delivered bytes split over each subflow's paths by their weights (spraying's exact split)
     route_bytes = sub(t.delivered)[-1][routes.path_subflow] * np.asarray(routes.path_weight)
     path_coords, variables["path_bytes"] = path_usage(network, routes, route_bytes)
@@ -129,7 +133,7 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "time": time,
         **network_coords(network, routes),
         **path_coords,
-        "cc": [compiled.model.name] * n_flows,
+        "cc": [compiled.scenario.si.groups[flow.group].transport.cc for flow in routes.flows],
         "subflow": np.arange(n_subflows),
         "subflow_flow": flow_of,
     }

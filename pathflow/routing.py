@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from pathflow.models.registry import CONTROLS, multipath_controls
+from pathflow.resolved import ResolvedGroup
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.topology import Network
 
@@ -53,6 +55,7 @@ class Flow:
     dst: str
     start: float
     size: float
+    group: int = 0  # its traffic group (`[[traffic.groups]]`), 0 without groups
 
 
 @dataclass(frozen=True)
@@ -257,33 +260,33 @@ def _derangement(n: int, rng: np.random.Generator) -> np.ndarray:
             return perm
 
 
-def _pairs(scenario: Scenario, network: Network, rng: np.random.Generator
+def _pairs(group: ResolvedGroup, network: Network, rng: np.random.Generator
            ) -> list[tuple[str, str]]:
-    """(source, destination) hosts of every flow; a host never sends to itself."""
-    pattern = scenario.si.traffic.pattern
+    """(source, destination) hosts of every flow of a group; a host never sends to itself."""
+    pattern, field = group.traffic.pattern, group.field("traffic", "pattern")
     if len(network.hosts) < 2:
-        raise ScenarioError(f"traffic.pattern: {pattern} needs two hosts; this topology has one")
-    pairs = _pattern_pairs(scenario, network, rng)
+        raise ScenarioError(f"{field}: {pattern} needs two hosts; this topology has one")
+    pairs = _pattern_pairs(group, network, rng)
     to_self = next((src for src, dst in pairs if src == dst), None)
     if to_self is not None:  # one_to_one where senders are also receivers (fat-tree, leaf-spine)
-        raise ScenarioError(f"traffic.pattern: {pattern} would make {to_self} send to itself on "
+        raise ScenarioError(f"{field}: {pattern} would make {to_self} send to itself on "
                             "this topology; use permutation, stride or random")
     if not pairs:
-        raise ScenarioError(f"traffic.pattern: {pattern} gives no flows on this topology")
+        raise ScenarioError(f"{field}: {pattern} gives no flows on this topology")
     return pairs
 
 
-def _pattern_pairs(scenario: Scenario, network: Network, rng: np.random.Generator
+def _pattern_pairs(group: ResolvedGroup, network: Network, rng: np.random.Generator
                    ) -> list[tuple[str, str]]:
-    traffic = scenario.si.traffic
+    traffic = group.traffic
     hosts = network.hosts
     n = len(hosts)
     if traffic.pattern == "incast":
         index = traffic.receiver or 0
         if index >= len(network.receivers):
             count = len(network.receivers)
-            raise ScenarioError(f"traffic.receiver: {index} is out of range; this topology has "
-                                f"{count} receivers (0..{count - 1})")
+            raise ScenarioError(f"{group.field('traffic', 'receiver')}: {index} is out of range; "
+                                f"this topology has {count} receivers (0..{count - 1})")
         receiver = network.receivers[index]
         senders = [h for h in network.senders if h != receiver]
         count = traffic.flows or len(senders)
@@ -296,8 +299,8 @@ def _pattern_pairs(scenario: Scenario, network: Network, rng: np.random.Generato
         pairs = []
         for src, dst in traffic.pairs or []:
             if not (0 <= src < n and 0 <= dst < n) or src == dst:
-                raise ScenarioError(f"traffic.pairs: [{src}, {dst}] must be two different host "
-                                    f"indices in 0..{n - 1}")
+                raise ScenarioError(f"{group.field('traffic', 'pairs')}: [{src}, {dst}] must be "
+                                    f"two different host indices in 0..{n - 1}")
             pairs.append((hosts[src], hosts[dst]))
         count = traffic.flows or len(pairs)
         return [pairs[i % len(pairs)] for i in range(count)]
@@ -308,33 +311,44 @@ def _pattern_pairs(scenario: Scenario, network: Network, rng: np.random.Generato
     if traffic.pattern == "stride":
         stride = traffic.stride or 1
         if stride % n == 0:
-            raise ScenarioError(f"traffic.stride: {stride} is a multiple of the {n} hosts; every "
-                                "host would send to itself")
+            raise ScenarioError(f"{group.field('traffic', 'stride')}: {stride} is a multiple of "
+                                f"the {n} hosts; every host would send to itself")
         return [(hosts[i % n], hosts[(i + stride) % n]) for i in range(count)]
     src = rng.integers(0, n, count)
     dst = (src + rng.integers(1, n, count)) % n  # never src itself
     return [(hosts[a], hosts[b]) for a, b in zip(src, dst, strict=True)]
 
 
+def _flows(scenario: Scenario, network: Network) -> list[Flow]:
+    """The flows of every traffic group, group after group (one random stream for all, so a
+    file without groups draws as it always has)."""
+    rng = np.random.default_rng(scenario.si.run.seed)
+    flows = []
+    for index, group in enumerate(scenario.si.groups):
+        traffic = group.traffic
+        pairs = _pairs(group, network, rng)
+        starts = traffic.start + (traffic.start_jitter or 0) * rng.random(len(pairs))
+        if float(starts.max()) >= scenario.si.run.duration:
+            raise ScenarioError(f"{group.field('traffic', 'start')}: every flow must start "
+                                "before run.duration ends")
+        flows += [Flow(s, d, float(t0), traffic.size, index)
+                  for (s, d), t0 in zip(pairs, starts, strict=True)]
+    return flows
+
+
 def build_routes(scenario: Scenario, network: Network) -> Routes:
-    """Flows of the scenario's traffic pattern and their paths under its routing mode."""
-    traffic, routing, seed = scenario.si.traffic, scenario.si.routing, scenario.si.run.seed
-    rng = np.random.default_rng(seed)
-    pairs = _pairs(scenario, network, rng)
-    starts = traffic.start + (traffic.start_jitter or 0) * rng.random(len(pairs))
-    if float(starts.max()) >= scenario.si.run.duration:
-        raise ScenarioError("traffic.start: every flow must start before run.duration ends")
-    flows = [Flow(s, d, float(t0), traffic.size)
-             for (s, d), t0 in zip(pairs, starts, strict=True)]
+    """Flows of the scenario's traffic groups and their paths under its routing mode."""
+    routing, seed, groups = scenario.si.routing, scenario.si.run.seed, scenario.si.groups
+    flows = _flows(scenario, network)
     finder = _PathFinder(network, routing.max_paths)
-    subflows = scenario.si.transport.subflows
     paths: list[tuple[int, ...]] = []
     path_subflow: list[int] = []
     path_weight: list[float] = []
     equal_cost: list[int] = []
     subflow_flow: list[int] = []
-    explicit = _explicit_paths(network, flows, routing.paths)
+    explicit = _explicit_paths(network, flows, routing.paths, groups)
     for index, flow in enumerate(flows):
+        subflows = groups[flow.group].transport.subflows
         if flow.src not in finder.distance_to(flow.dst):
             raise ScenarioError(f"routing: no path from {flow.src} to {flow.dst}")
         options = min(finder.count(flow.src, flow.dst), routing.max_paths)
@@ -352,10 +366,11 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
 
 
 def _explicit_paths(network: Network, flows: list[Flow],
-                    given: tuple[tuple[int, tuple[str, ...]], ...]
-                    ) -> dict[int, list[tuple[int, ...]]]:
+                    given: tuple[tuple[int, tuple[str, ...]], ...],
+                    groups: tuple[ResolvedGroup, ...]) -> dict[int, list[tuple[int, ...]]]:
     """`[[routing.paths]]` as link-index paths per flow, in file order (one subflow each);
-    ScenarioError naming the entry when a path does not fit its flow or the network."""
+    ScenarioError naming the entry when a path does not fit its flow or the network, or a
+    single-path flow is given several."""
     found: dict[int, list[tuple[int, ...]]] = {}
     for i, (index, nodes) in enumerate(given):
         where = f"routing.paths[{i}]"
@@ -375,6 +390,12 @@ def _explicit_paths(network: Network, flows: list[Flow],
         if len(set(nodes)) < len(nodes):
             raise ScenarioError(f"{where}.nodes: visits a node twice (a path has no loops)")
         found.setdefault(index, []).append(tuple(links))
+    for index, paths in sorted(found.items()):
+        cc = groups[flows[index].group].transport.cc
+        if len(paths) > 1 and not CONTROLS[cc].multipath:
+            raise ScenarioError(f"routing.paths: flow {index} is given {len(paths)} paths "
+                                f"(subflows), which need a multipath cc "
+                                f"({multipath_controls()}); {cc!r} runs one subflow per flow")
     return found
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import tomllib
 import typing
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -31,10 +30,16 @@ from pydantic.fields import FieldInfo
 
 from pathflow.models.aqm import QueueDiscipline
 from pathflow.models.parameters import Parameter, resolve_parameters
-from pathflow.models.registry import CONTROLS, DISCIPLINES, CongestionControl
+from pathflow.models.registry import (
+    CONTROLS,
+    DISCIPLINES,
+    CongestionControl,
+    multipath_controls,
+)
 from pathflow.resolved import (
     Resolved,
     ResolvedAqm,
+    ResolvedGroup,
     ResolvedLinkOverride,
     ResolvedRouting,
     ResolvedRun,
@@ -150,6 +155,10 @@ class Aqm(_Open):
 
 
 class Traffic(_Section):
+    """`[traffic]`: which hosts send to which, how much and when. `groups` (`[[traffic.groups]]`)
+    splits the traffic into groups, each a traffic table of its own that may also set any
+    `[transport]` key but the packet size (`_groups`)."""
+
     pattern: Literal["incast", "permutation", "stride", "random", "explicit", "one_to_one"] = (
         "incast"
     )
@@ -160,6 +169,7 @@ class Traffic(_Section):
     stride: int | None = Field(None, ge=1)
     pairs: list[tuple[int, int]] | None = None
     receiver: int | None = Field(None, ge=0)
+    groups: list[dict[str, Any]] = []
 
     @model_validator(mode="after")
     def _keys_fit_pattern(self) -> Traffic:
@@ -276,15 +286,15 @@ def _quantity_text(value: float, unit: str) -> str:
 
 
 def _parameters(declared: tuple[Parameter, ...], given: dict[str, Any], section: str,
-                packet_bytes: float, check: Any) -> dict[str, Any]:
-    """Resolve a section's declared parameters; one-line ScenarioError naming the key."""
+                packet_bytes: float, check: Any, fixed: tuple[str, ...]) -> dict[str, Any]:
+    """Resolve a section's declared parameters; one-line ScenarioError naming the key. `fixed`
+    are the section's keys beside the parameters (named when a key is unknown)."""
     names = [p.name for p in declared]
-    fixed = {"transport": ["cc", "mss", "subflows", "path_manager"], "aqm": ["kind"]}[section]
     for key in given:
         if key not in names:
-            owner = "cc" if section == "transport" else "kind"
+            owner = "kind" if section == "aqm" else "cc"
             raise ScenarioError(f"{section}.{key}: unknown key {key!r} for this {owner}; allowed "
-                                f"keys: {', '.join(fixed + names)}")
+                                f"keys: {', '.join([*fixed, *names])}")
     try:
         values = resolve_parameters(declared, given, section, packet_bytes)
         check(values)
@@ -344,75 +354,139 @@ def _run(run: Run, duration: float) -> ResolvedRun:
     return ResolvedRun(duration=duration, seed=run.seed, precision=run.precision, **times)
 
 
-def _check_subflows(spec: _ScenarioModel, control: CongestionControl) -> None:
-    """More than one subflow per connection only with a multipath congestion control."""
-    if control.multipath:
+_TRAFFIC_KEYS = tuple(key for key in Traffic.model_fields if key != "groups")
+_TRANSPORT_KEYS = tuple(Transport.model_fields)
+
+
+def _control(cc: str, where: str) -> CongestionControl:
+    if cc not in CONTROLS:
+        raise ScenarioError(f"{where}.cc: {cc!r} is not allowed; allowed: "
+                            f"{', '.join(map(repr, CONTROLS))}")
+    return CONTROLS[cc]
+
+
+def _groups(spec: _ScenarioModel) -> list[tuple[str, str, Traffic, Transport]]:
+    """The traffic groups as (where its traffic keys are, where its transport keys are, traffic
+    table, transport table): `[traffic]` and `[transport]` themselves without
+    `[[traffic.groups]]`; else each group's keys over theirs. A group takes every key of
+    `[traffic]` and `[transport]` it does not set, except those its own cc lacks (another
+    algorithm's parameters, `subflows` for a single-path cc): so `ack_ratio` in `[transport]`
+    holds for every group whose cc has it, and `g` only for DCTCP groups."""
+    traffic, transport = spec.traffic, spec.transport
+    if not traffic.groups:
+        return [("traffic", "transport", traffic, transport)]
+    common_traffic = traffic.model_dump(exclude_unset=True, exclude={"groups"})
+    common_transport = transport.model_dump(exclude_unset=True)
+    found = []
+    for i, group in enumerate(traffic.groups):
+        where = f"traffic.groups[{i}]"
+        for key, why in (("mss", "one packet size per scenario; set it in [transport]"),
+                         ("groups", "groups do not nest")):
+            if key in group:
+                raise ScenarioError(f"{where}.{key}: {why}")
+        cc = group.get("cc", transport.cc)
+        control = _control(cc, where)
+        kept = set(_TRANSPORT_KEYS) - (set() if control.multipath else {"subflows"})
+        kept |= {p.name for p in control.parameters}
+        inherited = (common_transport if cc == transport.cc else
+                     {k: v for k, v in common_transport.items() if k in kept})
+        try:
+            own_traffic = Traffic.model_validate(
+                {**common_traffic, **{k: v for k, v in group.items() if k in _TRAFFIC_KEYS}})
+            own_transport = Transport.model_validate(
+                {**inherited, **{k: v for k, v in group.items() if k not in _TRAFFIC_KEYS}})
+        except ValidationError as error:
+            raise ScenarioError(f"{where}.{_error_line(error)}") from None
+        found.append((where, where, own_traffic, own_transport))
+    return found
+
+
+def _traffic(traffic: Traffic, mss: float, where: str) -> ResolvedTraffic:
+    def time(key: str) -> float | None:
+        text = getattr(traffic, key)
+        return None if text is None else _quantity(parse_time, text, f"{where}.{key}")
+
+    size = _quantity(parse_size, traffic.size, f"{where}.size", packet_bytes=mss, allow_inf=True)
+    if math.isinf(size) and traffic.size not in ("inf", "infinite"):
+        raise ScenarioError(f"{where}.size: write 'inf' for a flow that never ends")
+    return ResolvedTraffic(
+        pattern=traffic.pattern, flows=traffic.flows, size=size, start=time("start") or 0.0,
+        start_jitter=time("start_jitter"), stride=traffic.stride,
+        pairs=None if traffic.pairs is None else tuple(map(tuple, traffic.pairs)),
+        receiver=traffic.receiver)
+
+
+def _transport(transport: Transport, mss: float, where: str) -> ResolvedTransport:
+    """The transport of one group: its cc known, more than one subflow only with a multipath
+    cc, the cc's parameters resolved."""
+    control = _control(transport.cc, where)
+    if transport.subflows > 1 and not control.multipath:
+        raise ScenarioError(f"{where}.subflows: {transport.subflows} subflows need a multipath "
+                            f"cc ({multipath_controls()}); {transport.cc!r} runs one subflow "
+                            "per flow")
+    fixed = _TRANSPORT_KEYS if where == "transport" else (
+        *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key != "mss"))
+    values = _parameters(control.parameters, transport.declared(), where, mss,
+                         control.model.check, fixed)
+    return ResolvedTransport(cc=transport.cc, mss=mss, parameters=values,
+                             subflows=transport.subflows, path_manager=transport.path_manager)
+
+
+def _red_ecn(aqm_values: dict[str, Any], groups: tuple[ResolvedGroup, ...]) -> None:
+    """RED marks where the congestion controls react to ECN and drops where they do not, unless
+    `[aqm] ecn` says; groups that disagree must say."""
+    if aqm_values.get("ecn", 0.0) is not None:
         return
-    multipath = ", ".join(repr(name) for name, entry in CONTROLS.items() if entry.multipath)
-    transport = spec.transport
-    if transport.subflows > 1:
-        raise ScenarioError(f"transport.subflows: {transport.subflows} subflows need a multipath "
-                            f"cc ({multipath}); {transport.cc!r} runs one subflow per flow")
-    named = Counter(path.flow for path in spec.routing.paths)
-    crowded = next((flow for flow, count in sorted(named.items()) if count > 1), None)
-    if crowded is not None:
-        raise ScenarioError(f"routing.paths: flow {crowded} is given {named[crowded]} paths "
-                            f"(subflows), which need a multipath cc ({multipath}); "
-                            f"{transport.cc!r} runs one subflow per flow")
+    reacts = {cc: CONTROLS[cc].ecn for cc in (group.transport.cc for group in groups)}
+    if len(set(reacts.values())) > 1:
+        raise ScenarioError(
+            "aqm.ecn: the traffic groups disagree on ECN ("
+            + ", ".join(f"{cc} {'reacts' if ecn else 'does not'}" for cc, ecn in reacts.items())
+            + "); set aqm.ecn = true (mark) or false (drop)")
+    aqm_values["ecn"] = float(next(iter(reacts.values())))
 
 
 def _resolve(spec: _ScenarioModel) -> Resolved:
     """The scenario's values in SI units, checked across fields. The first problem found is
     a one-line error naming the field, found in the order a reader of the file meets them
     (the packet size first: sizes in "pkt" need it)."""
-    transport, aqm, traffic = spec.transport, spec.aqm, spec.traffic
+    transport, aqm = spec.transport, spec.aqm
     mss = parse_size(transport.mss, 1.0, "transport.mss")
     if mss < 64:
         raise ScenarioError("transport.mss: must be at least 64B")
     duration = parse_time(spec.run.duration, "run.duration", allow_zero=False)
-    flow_size = _quantity(parse_size, traffic.size, "traffic.size", packet_bytes=mss,
-                          allow_inf=True)
+    traffic = _traffic(spec.traffic, mss, "traffic")
     topology = _topology(spec.topology, mss)
-    if transport.cc not in CONTROLS:
-        raise ScenarioError(f"transport.cc: {transport.cc!r} is not allowed; allowed: "
-                            f"{', '.join(map(repr, CONTROLS))}")
+    groups = tuple(ResolvedGroup(_traffic(own_traffic, mss, at_traffic),
+                                 _transport(own_transport, mss, at_transport),
+                                 "" if at_traffic == "traffic" else at_traffic)
+                   for at_traffic, at_transport, own_traffic, own_transport in _groups(spec))
+    common = (groups[0].transport if not spec.traffic.groups
+              else _transport(transport, mss, "transport"))
     if aqm.kind not in DISCIPLINES:
         raise ScenarioError(f"aqm.kind: {aqm.kind!r} is not allowed; allowed: "
                             f"{', '.join(map(repr, DISCIPLINES))}")
-    control, discipline = CONTROLS[transport.cc], DISCIPLINES[aqm.kind]
-    _check_subflows(spec, control)
-    cc_values = _parameters(control.parameters, transport.declared(), "transport", mss,
-                            control.model.check)
-    aqm_values = _parameters(discipline.parameters, aqm.declared(), "aqm", mss, discipline.check)
-    if "ecn" in aqm_values and aqm_values["ecn"] is None:  # RED: whether the control reacts
-        aqm_values["ecn"] = float(control.ecn)
+    discipline = DISCIPLINES[aqm.kind]
+    aqm_values = _parameters(discipline.parameters, aqm.declared(), "aqm", mss, discipline.check,
+                             ("kind",))
+    _red_ecn(aqm_values, groups)
     threshold = aqm_values.get("threshold")
     if threshold is not None and threshold >= topology.buffer:
         raise ScenarioError(f"aqm.threshold: {aqm.declared()['threshold']} must be below "
                             f"topology.buffer ({spec.topology.buffer})")
     run = _run(spec.run, duration)
-    if math.isinf(flow_size) and traffic.size not in ("inf", "infinite"):
-        raise ScenarioError("traffic.size: write 'inf' for a flow that never ends")
     return Resolved(
         name=spec.name,
         topology=topology,
         aqm=ResolvedAqm(kind=aqm.kind, parameters=aqm_values,
                         marks_ecn=discipline.marks(aqm_values)),
-        traffic=ResolvedTraffic(
-            pattern=traffic.pattern, flows=traffic.flows, size=flow_size,
-            start=_quantity(parse_time, traffic.start, "traffic.start"),
-            start_jitter=None if traffic.start_jitter is None
-            else _quantity(parse_time, traffic.start_jitter, "traffic.start_jitter"),
-            stride=traffic.stride,
-            pairs=None if traffic.pairs is None else tuple(map(tuple, traffic.pairs)),
-            receiver=traffic.receiver),
-        transport=ResolvedTransport(cc=transport.cc, mss=mss, parameters=cc_values,
-                                    subflows=transport.subflows,
-                                    path_manager=transport.path_manager),
+        traffic=traffic,
+        transport=common,
         routing=ResolvedRouting(mode=spec.routing.mode, max_paths=spec.routing.max_paths,
                                 paths=tuple((p.flow, tuple(p.nodes))
                                             for p in spec.routing.paths)),
         run=run,
+        groups=groups,
     )
 
 

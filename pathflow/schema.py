@@ -92,6 +92,8 @@ _COORDINATES = {
     "equal_cost_paths": Field(_FLOW, "1", "equal-cost shortest paths between the flow's hosts "
                                           "(used or not)"),
     "cc": Field(_FLOW, None, "congestion control"),
+    "group": Field(_FLOW, "1", "traffic group of the flow ([[traffic.groups]] index; 0 without "
+                               "groups)"),
     "ip_protocol": Field(_FLOW, None, "IP protocol of the flow's packets (tcp, udp)"),
     # subflows
     "subflow": Field(_SUBFLOW, "1", "subflow index"),

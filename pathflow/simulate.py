@@ -46,9 +46,7 @@ def simulate(scenario: Scenario, progress: Callable[[int, int], None] | None = N
     """
     compiled = compile_scenario(scenario) if compiled is None else compiled
     ds = run_compiled(compiled, progress)
-    transport = scenario.si.transport
-    min_cwnd = transport.parameters.get("min_cwnd", 0.0) * transport.mss
-    report = check_invariants(ds, min_cwnd_bytes=min_cwnd)
+    report = check_invariants(ds, min_cwnd_bytes=scenario.si.min_cwnd_bytes)
     if check_dt:
         finer = scenario.with_updates({"run.dt": compiled.dt / 2,
                                        "run.sample": compiled.sample_interval})

@@ -46,6 +46,12 @@ name = "..."                   label for outputs
   size       bytes per flow or "inf" (default); a finite flow ends when its bytes are delivered
   start      start time of every flow (default "0s");  start_jitter: add uniform [0, jitter)
   stride     stride pattern: offset;  receiver: incast receiver index (default 0)
+  [[traffic.groups]]  mixed traffic: each entry a traffic table of its own (any key above) that
+             may also set any [transport] key but mss (cc, subflows, path_manager, the cc's
+             parameters), e.g. MPTCP users beside TCP users, or long flows beside queries. A
+             group takes the [traffic] and [transport] keys it does not set, except those its cc
+             lacks; each draws its hosts as its table would alone (two incast groups share
+             senders: give pairs to keep them apart); flows are numbered group after group
 
 {transport}
 [routing]
@@ -104,4 +110,10 @@ def reference() -> str:
     return _REFERENCE.format(**_vocabulary())
 
 
-REFERENCE = reference()
+def _unwrapped(text: str) -> str:
+    """`text` as a click epilog that keeps its line breaks: click rewraps every paragraph but
+    those whose first line is a lone \\b."""
+    return "\n\n".join(f"\b\n{paragraph}" for paragraph in text.split("\n\n"))
+
+
+REFERENCE = _unwrapped(reference())

@@ -174,8 +174,9 @@ def test_explicit_paths_that_do_not_fit_are_named(tmp_path: Path, paths: list[di
 
 
 def test_several_paths_for_one_flow_need_a_multipath_control() -> None:
+    scenario = star(2, cc="reno", routing={"paths": [{"flow": 0, "nodes": ["h0", "s0", "r0"]}] * 2})
     with pytest.raises(ScenarioError, match=r"^routing\.paths: flow 0 is given 2 paths"):
-        star(2, cc="reno", routing={"paths": [{"flow": 0, "nodes": ["h0", "s0", "r0"]}] * 2})
+        simulate(scenario)
 
 
 def test_the_command_line_names_a_broken_path_in_one_line(tmp_path: Path) -> None:

@@ -56,6 +56,8 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
     flows.add_row("all", f"Jain {jain:.4f}" if math.isfinite(jain) else "Jain n/a (no delivery)",
                   format_rate(summary.aggregate_throughput), style="bold")
     console.print(flows)
+    if summary.groups.sizes["group"] > 1:
+        _groups_table(summary.groups)
     links = Table(title="Busiest links (steady window)", title_justify="left")
     for column in ("link", "utilization", "queue mean", "p99", "max", "drops"):
         links.add_column(column, justify="left" if column == "link" else "right", overflow="fold")
@@ -80,6 +82,23 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
     broken = [f"{name}: {v.detail}" for name, v in report.violations.items()]
     verdict = "all hold" if report.ok else "VIOLATED: " + "; ".join(broken)
     console.print(f"Invariants ({', '.join(report)}): {verdict}")
+
+
+def _groups_table(groups: xr.Dataset) -> None:
+    table = Table(title="Traffic groups (steady window)", title_justify="left")
+    for column in ("group", "cc", "flows", "throughput", "Jain", "transfers"):
+        table.add_column(column, justify="left" if column in ("group", "cc") else "right")
+    for g in groups.group.values:
+        row = groups.sel(group=g)
+        transfers = ("long-lived" if int(row.transfers) == 0 else
+                     f"{int(row.finished)}/{int(row.transfers)} done"
+                     + (f", median {format_time(float(row.transfer_time_median))}"
+                        if int(row.finished) else ""))
+        jain = float(row.jain)
+        table.add_row(str(g), str(row.cc.values), str(int(row.flows)),
+                      format_rate(float(row.throughput)),
+                      f"{jain:.4f}" if math.isfinite(jain) else "n/a", transfers)
+    console.print(table)
 
 
 def _run_seeds(scenario: Scenario, count: int, output: Path | None, plot: Path | None,

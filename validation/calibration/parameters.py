@@ -142,6 +142,9 @@ def resolve_bounds(scenario: Scenario, names: Sequence[str],
 
 def check_applicable(scenario: Scenario, names: Sequence[str], compiled: Compiled) -> None:
     """A one-line ValueError when a fitted parameter does not exist in the scenario's model."""
+    if len(scenario.si.groups) > 1:
+        raise ValueError("traffic.groups: calibration fits the parameters of one traffic table; "
+                         "this scenario has several groups")
     if "g" in names and "g" not in scenario.si.transport.parameters:
         raise ValueError(f"'g' applies to transport.cc = 'dctcp', not "
                          f"{scenario.si.transport.cc!r}")

@@ -55,6 +55,9 @@ def ns3_config(scenario: Scenario, sample_interval: float = 1e-3,
     weights, per-hop weighted choice) or "random_ecmp" (ns-3's per-packet random ECMP).
     """
     si = scenario.si
+    if len(si.groups) > 1:
+        raise ScenarioError("traffic.groups: the ns-3 runner runs one traffic table with one "
+                            "congestion control; run groups with the fluid or packet engine")
     if scenario.control.ns3_type is None:
         raise ScenarioError(f"transport.cc: {si.transport.cc!r} has no ns-3 counterpart")
     if not math.isinf(si.traffic.size):

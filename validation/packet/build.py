@@ -22,6 +22,7 @@ import numpy as np
 
 from pathflow.compile import ACK_BYTES, default_records
 from pathflow.cost import available_memory
+from pathflow.models.registry import CONTROLS
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.topology import Network, build_network, path_base_rtt
@@ -87,13 +88,35 @@ def _reverse(network: Network, path: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(network.link_between(links[i].dst, links[i].src) for i in reversed(path))
 
 
-def packet_sender(scenario: Scenario) -> str:
-    """The packet-level sender of the scenario's congestion control (models.registry)."""
-    sender = scenario.control.packet_sender
-    if sender is None:
-        raise ScenarioError(f"transport.cc: {scenario.control.name!r} has no packet-level sender; "
-                            "run it with the fluid engine")
-    return sender
+def packet_senders(scenario: Scenario) -> list[str]:
+    """The packet-level sender of each traffic group's congestion control (models.registry)."""
+    names = []
+    for group in scenario.si.groups:
+        control = CONTROLS[group.transport.cc]
+        if control.packet_sender is None:
+            raise ScenarioError(f"{group.field('transport', 'cc')}: {control.name!r} has no "
+                                "packet-level sender; run it with the fluid engine")
+        names.append(control.packet_sender)
+    return names
+
+
+def window_values(scenario: Scenario) -> dict[str, float]:
+    """The window parameters of the senders, which the simulator holds once for all: traffic
+    groups must agree on those their controls have (`g` is DCTCP's alone)."""
+    packet_senders(scenario)
+    values: dict[str, float] = {}
+    where: dict[str, str] = {}
+    for group in scenario.si.groups:
+        for name in ("ack_ratio", "init_cwnd", "min_cwnd", "ssthresh", "g"):
+            if name not in group.transport.parameters:
+                continue
+            value = float(group.transport.parameters[name])
+            if values.setdefault(name, value) != value:
+                raise ScenarioError(f"{group.field('transport', name)}: the packet engine takes "
+                                    f"one {name} for every group ({value:g} here, "
+                                    f"{values[name]:g} in {where[name]})")
+            where.setdefault(name, group.where or "transport")
+    return values
 
 
 def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Links:
@@ -165,8 +188,8 @@ def build(scenario: Scenario, options: Options) -> Built:
     """The simulator state for `scenario` (see the module docstring)."""
     network = build_network(scenario)
     routes = build_routes(scenario, network)
-    values = scenario.si.transport.parameters
-    sender = packet_sender(scenario)
+    values = window_values(scenario)
+    senders = packet_senders(scenario)
     mss = scenario.si.transport.mss
     duration = scenario.si.run.duration
     n_flows, n_links = len(routes.flows), len(network.links)
@@ -229,7 +252,7 @@ def build(scenario: Scenario, options: Options) -> Built:
             if f == first:
                 si[f, L.SI_CONN_UNASSIGNED] = segments
         sf[f, L.SF_START] = flow.start
-    si[:, L.SI_CC] = L.CC_CODES[sender]
+    si[:, L.SI_CC] = [L.CC_CODES[senders[routes.flows[f].group]] for f in subflow_flow]
     si[:, L.SI_ECT] = 1 if scenario.si.aqm.marks_ecn else 0
     si[:, L.SI_FLOW] = subflow_flow
     si[:, L.SI_PATH_FIRST] = path_first[:-1]

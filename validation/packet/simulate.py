@@ -13,7 +13,7 @@ from pathflow.invariants import check_invariants, warn_violations
 from pathflow.metrics import store_warmup
 from pathflow.scenario import Scenario
 from pathflow.validation.packet import layout as L
-from pathflow.validation.packet.build import Options, build, default_delayed_ack, packet_sender
+from pathflow.validation.packet.build import Options, build, default_delayed_ack, window_values
 from pathflow.validation.packet.dataset import to_dataset
 from pathflow.validation.packet.engine import run
 
@@ -59,12 +59,12 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
     `events`, `packet_hops`, `wall_time_s` describe the run.
     """
     t0 = time.perf_counter()
-    packet_sender(scenario)  # before anything reads the window parameters
+    values = window_values(scenario)  # refuses, in one line, what the senders cannot run
     options = Options(
         sample_interval=sample_interval or 0.0,
         min_rto=float(min_rto),
         delayed_ack=int(delayed_ack or default_delayed_ack(
-            scenario.si.transport.parameters["ack_ratio"])),
+            values["ack_ratio"])),
         delack_timeout=float(delack_timeout if delack_timeout is not None
                              else min(0.04, min_rto / 5)),
         seed=int(scenario.si.run.seed if seed is None else seed),
