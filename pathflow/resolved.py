@@ -126,6 +126,8 @@ class ResolvedRouting:
     mode: str
     max_paths: int
     paths: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (flow, node names): one subflow each
+    scheme: str = "vlan"  # hamiltonian: paths per (VLAN, ingress switch, port), or "shared"
+    vlans: tuple[tuple[str, ...], ...] = ()  # hamiltonian: each VLAN's hosts
 
 
 @dataclass(frozen=True)

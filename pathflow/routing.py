@@ -17,6 +17,9 @@ for each subflow, a set of paths with fixed split weights:
   loopless paths of its host pair (by hop count, ties in name order, round-robin when the pair
   has fewer), so the subflows of an MPTCP connection spread over longer paths too, on any graph;
   a single-path flow takes the shortest.
+- ``hamiltonian``: seed 004's scheme (`pathflow.hamiltonian`): a multipath connection has one
+  subflow per switch link of its source's ingress switch, each along a Hamiltonian path of the
+  switches up to the destination's switch, paths shared per switch or per VLAN.
 
 `[[routing.paths]]` names paths explicitly, node by node: each entry is one subflow of its flow,
 which then has exactly those subflows (the seed 004 study's Hamiltonian-path subflows, or any
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from pathflow.hamiltonian import HamiltonianRoutes
 from pathflow.models.registry import CONTROLS, multipath_controls
 from pathflow.resolved import ResolvedGroup
 from pathflow.scenario import Scenario, ScenarioError
@@ -341,6 +345,8 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
     routing, seed, groups = scenario.si.routing, scenario.si.run.seed, scenario.si.groups
     flows = _flows(scenario, network)
     finder = _PathFinder(network, routing.max_paths)
+    hamiltonian = (HamiltonianRoutes(network, routing, seed) if routing.mode == "hamiltonian"
+                   else None)
     paths: list[tuple[int, ...]] = []
     path_subflow: list[int] = []
     path_weight: list[float] = []
@@ -348,16 +354,20 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
     subflow_flow: list[int] = []
     explicit = _explicit_paths(network, flows, routing.paths, groups)
     for index, flow in enumerate(flows):
-        subflows = groups[flow.group].transport.subflows
+        transport = groups[flow.group].transport
+        subflows = transport.subflows
+        if hamiltonian is not None and CONTROLS[transport.cc].multipath:
+            subflows = hamiltonian.subflows(flow.src)
         if flow.src not in finder.distance_to(flow.dst):
             raise ScenarioError(f"routing: no path from {flow.src} to {flow.dst}")
         options = min(finder.count(flow.src, flow.dst), routing.max_paths)
         equal_cost.append(options)
         given = explicit.get(index)
         for subflow in range(subflows if given is None else len(given)):
-            chosen = ([given[subflow]] if given is not None else
-                      _subflow_paths(finder, routing.mode, flow, index, (subflow, subflows),
-                                     options, seed))
+            chosen = ([given[subflow]] if given is not None
+                      else [hamiltonian.path(flow.src, flow.dst, subflow)] if hamiltonian
+                      else _subflow_paths(finder, routing.mode, flow, index,
+                                          (subflow, subflows), options, seed))
             paths += chosen
             path_subflow += [len(subflow_flow)] * len(chosen)
             path_weight += [1.0 / len(chosen)] * len(chosen)

@@ -203,9 +203,18 @@ class ExplicitPath(_Section):
 
 
 class Routing(_Section):
-    mode: Literal["shortest", "ecmp", "spray", "static", "kshortest"] = "ecmp"
+    mode: Literal["shortest", "ecmp", "spray", "static", "kshortest", "hamiltonian"] = "ecmp"
     max_paths: int = Field(256, ge=1, le=4096)
     paths: list[ExplicitPath] = []
+    scheme: Literal["vlan", "shared"] | None = None
+    vlans: list[list[str]] | None = None
+
+    @model_validator(mode="after")
+    def _hamiltonian_keys(self) -> Routing:
+        for key in ("scheme", "vlans"):
+            if getattr(self, key) is not None and self.mode != "hamiltonian":
+                raise ValueError(f"{key!r} is used by mode = 'hamiltonian' only")
+        return self
 
 
 class Run(_Section):
@@ -475,6 +484,12 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
         raise ScenarioError(f"aqm.threshold: {aqm.declared()['threshold']} must be below "
                             f"topology.buffer ({spec.topology.buffer})")
     run = _run(spec.run, duration)
+    routing = spec.routing
+    for group in groups:
+        if routing.mode == "hamiltonian" and group.transport.subflows > 1:
+            raise ScenarioError(f"{group.field('transport', 'subflows')}: routing.mode = "
+                                "'hamiltonian' gives a connection one subflow per switch link of "
+                                "its ingress switch (the host's addresses); leave subflows at 1")
     return Resolved(
         name=spec.name,
         topology=topology,
@@ -482,9 +497,10 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
                         marks_ecn=discipline.marks(aqm_values)),
         traffic=traffic,
         transport=common,
-        routing=ResolvedRouting(mode=spec.routing.mode, max_paths=spec.routing.max_paths,
-                                paths=tuple((p.flow, tuple(p.nodes))
-                                            for p in spec.routing.paths)),
+        routing=ResolvedRouting(mode=routing.mode, max_paths=routing.max_paths,
+                                paths=tuple((p.flow, tuple(p.nodes)) for p in routing.paths),
+                                scheme=routing.scheme or "vlan",
+                                vlans=tuple(tuple(hosts) for hosts in routing.vlans or ())),
         run=run,
         groups=groups,
     )

@@ -57,7 +57,12 @@ name = "..."                   label for outputs
 [routing]
   mode       ecmp (default; seeded per-flow hash) | spray (equal split over equal-cost paths) |
              static (per-switch random next hop per destination) | shortest | kshortest
-             (subflow i on the i-th shortest loopless path of its pair, any graph)
+             (subflow i on the i-th shortest loopless path of its pair, any graph) | hamiltonian
+             (seed 004: a multipath connection has one subflow per link of its ingress switch,
+             each along a Hamiltonian path of the switches up to the destination's switch)
+  scheme     hamiltonian: vlan (default; paths per VLAN, ingress switch and port) | shared
+             (per ingress switch and port, whatever the host's VLAN)
+  vlans      hamiltonian: lists of host names, one per VLAN (unlisted hosts: one default VLAN)
   max_paths  cap on equal-cost paths per pair, and kshortest's k (default 256)
   [[routing.paths]]  explicit paths: flow = i (the connection, in traffic order), nodes = ["h0",
              "s1", ..., "h5"] from its source host to its destination; each entry is one subflow
