@@ -100,15 +100,15 @@ def _path_arrays(scenario: Scenario, network: Network, routes: Routes, nics: set
     return hops, base, base + largest
 
 
-def _host_links(network: Network) -> dict[str, int]:
-    """Each host's egress link (hosts attach by one link in every built-in topology); L for a
-    host with several, which then behave as ordinary queues."""
-    egress: dict[str, list[int]] = {host: [] for host in network.hosts}
-    for i, link in enumerate(network.links):
-        if link.src in egress:
-            egress[link.src].append(i)
-    return {host: links[0] if len(links) == 1 else len(network.links)
-            for host, links in egress.items()}
+def _subflow_nics(network: Network, routes: Routes) -> np.ndarray:
+    """Each subflow's NIC: the host link all its paths leave by (a multi-homed host's subflows
+    each have their own); L where its paths leave by several, whose host links then behave as
+    ordinary queues."""
+    first: list[set[int]] = [set() for _ in routes.subflow_flow]
+    for path, subflow in zip(routes.paths, routes.path_subflow, strict=True):
+        first[subflow].add(path[0])
+    return np.array([next(iter(links)) if len(links) == 1 else len(network.links)
+                     for links in first], dtype=np.int32)
 
 
 def default_records(width: int) -> int:
@@ -147,9 +147,8 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     transport = scenario.si.transport
     model, params = _controls(scenario, routes)
     queues, aqm = _queue_params(scenario, network)
-    host_links = _host_links(network)
-    hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes,
-                                               set(host_links.values()))
+    nic = _subflow_nics(network, routes)
+    hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes, set(nic.tolist()))
     n_subflows = len(routes.subflow_flow)
     dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_subflows)
     history_bytes = ring_bytes(grid.history, n_subflows)
@@ -166,7 +165,7 @@ def compile_scenario(scenario: Scenario) -> Compiled:
         path_weight=np.asarray(routes.path_weight),
         path_base_rtt=base_rtt,
         subflow_flow=np.asarray(routes.subflow_flow, dtype=np.int32),
-        nic=np.array([host_links[flow.src] for flow in owners], dtype=np.int32),
+        nic=nic,
         start=np.array([flow.start for flow in owners]),
         size=np.array([flow.size for flow in owners]),
         active=np.ones(n_subflows),

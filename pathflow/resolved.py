@@ -61,6 +61,7 @@ class ResolvedTopology:
     hosts_per_leaf: int | None
     edges: str | None  # the graph file as written, relative to the scenario's folder
     hosts: tuple[str, ...] | None
+    nics: int  # links per host (multi-homed fat-tree and leaf-spine hosts)
     link_rate: float  # bytes/s, every link unless overridden
     delay: float  # s, one-way
     buffer: float  # bytes, per egress port

@@ -131,6 +131,7 @@ class _PathFinder:
     def __init__(self, network: Network, max_paths: int) -> None:
         self.network = network
         self.max_paths = max_paths
+        self.hosts = set(network.hosts)  # never a transit node (a multi-homed host is no switch)
         self.out: dict[str, list[tuple[str, int]]] = {}
         self.into: dict[str, list[str]] = {}
         for i, link in enumerate(network.links):
@@ -158,13 +159,15 @@ class _PathFinder:
             for prev in self.into.get(node, []):
                 if prev not in dist:
                     dist[prev] = dist[node] + 1
-                    queue.append(prev)
+                    if prev not in self.hosts:
+                        queue.append(prev)
         self._distance[dst] = dist
         return dist
 
     def next_hops(self, node: str, dst: str) -> list[tuple[str, int]]:
         dist = self.distance_to(dst)
-        return [(n, i) for n, i in self.out.get(node, []) if dist.get(n, -1) == dist[node] - 1]
+        return [(n, i) for n, i in self.out.get(node, [])
+                if dist.get(n, -1) == dist[node] - 1 and (n == dst or n not in self.hosts)]
 
     def paths(self, src: str, dst: str) -> list[tuple[int, ...]]:
         if src not in self.distance_to(dst):
@@ -363,11 +366,19 @@ def build_routes(scenario: Scenario, network: Network) -> Routes:
         options = min(finder.count(flow.src, flow.dst), routing.max_paths)
         equal_cost.append(options)
         given = explicit.get(index)
-        for subflow in range(subflows if given is None else len(given)):
-            chosen = ([given[subflow]] if given is not None
-                      else [hamiltonian.path(flow.src, flow.dst, subflow)] if hamiltonian
-                      else _subflow_paths(finder, routing.mode, flow, index,
-                                          (subflow, subflows), options, seed))
+        if given is not None:
+            chosen_paths = [[path] for path in given]
+        elif hamiltonian is not None:
+            chosen_paths = [[hamiltonian.path(flow.src, flow.dst, k)] for k in range(subflows)]
+        elif transport.path_manager == "fullmesh":
+            chosen_paths = _fullmesh(finder, routing.mode, flow, index, subflows, seed,
+                                     groups[flow.group])
+        else:
+            key = (seed, index)
+            chosen_paths = [_subflow_paths(finder, routing.mode, (flow.src, flow.dst),
+                                           key if k == 0 else (*key, k), (k, subflows), options,
+                                           seed) for k in range(subflows)]
+        for chosen in chosen_paths:
             paths += chosen
             path_subflow += [len(subflow_flow)] * len(chosen)
             path_weight += [1.0 / len(chosen)] * len(chosen)
@@ -409,23 +420,44 @@ def _explicit_paths(network: Network, flows: list[Flow],
     return found
 
 
-def _subflow_paths(finder: _PathFinder, mode: str, flow: Flow, index: int,
+def _subflow_paths(finder: _PathFinder, mode: str, ends: tuple[str, str], key: tuple[object, ...],
                    subflow_of: tuple[int, int], options: int, seed: int
                    ) -> list[tuple[int, ...]]:
-    """The paths of one subflow (ndiffports: every subflow on the flow's host pair, routed on
-    its own); `subflow_of` is (this subflow, the connection's subflows). ECMP hashes each
-    subflow apart (the first as a single-path flow is hashed, so that one subflow routes as TCP
-    does); k-shortest gives subflow i the i-th path; the other modes give every subflow the
-    same paths."""
-    subflow, subflows = subflow_of
+    """The paths of one subflow between the nodes `ends` (ndiffports: every subflow on the
+    flow's host pair, routed on its own); `subflow_of` is (this subflow, the connection's
+    subflows). ECMP hashes `key` (a flow's first subflow is hashed as a single-path flow is, so
+    that one subflow routes as TCP does); k-shortest gives subflow i the i-th path; the other
+    modes give every subflow the same paths."""
+    (src, dst), (subflow, subflows) = ends, subflow_of
     if mode == "static":
-        return [finder.static_path(flow.src, flow.dst, seed)]
+        return [finder.static_path(src, dst, seed)]
     if mode == "spray":
-        return finder.paths(flow.src, flow.dst)
+        return finder.paths(src, dst)
     if mode == "kshortest":
-        ranked = finder.k_shortest(flow.src, flow.dst, min(subflows, finder.max_paths))
+        ranked = finder.k_shortest(src, dst, min(subflows, finder.max_paths))
         return [ranked[subflow % len(ranked)]]
     if mode == "ecmp":
-        key = (seed, index) if subflow == 0 else (seed, index, subflow)
-        return [finder.path(flow.src, flow.dst, _stable_hash(*key, flow.src, flow.dst) % options)]
-    return [finder.path(flow.src, flow.dst, 0)]
+        return [finder.path(src, dst, _stable_hash(*key, src, dst) % options)]
+    return [finder.path(src, dst, 0)]
+
+
+def _fullmesh(finder: _PathFinder, mode: str, flow: Flow, index: int, subflows: int, seed: int,
+              group: ResolvedGroup) -> list[list[tuple[int, ...]]]:
+    """Fullmesh: `subflows` subflows on every (source NIC, destination NIC) pair, each out of
+    its NIC, routed by `mode` between the two NICs' switches and into its destination NIC."""
+    network = finder.network
+    out = [link for _, link in finder.out.get(flow.src, [])]
+    into = [network.link_between(node, flow.dst) for node in sorted(finder.into[flow.dst])]
+    if len(out) * len(into) == 1:
+        raise ScenarioError(f"{group.field('transport', 'path_manager')}: fullmesh needs "
+                            f"multi-homed hosts ([topology] nics = 2, or graph hosts with several "
+                            f"links); flow {index} runs {flow.src} -> {flow.dst}, one NIC each")
+    found = []
+    for pair, (first, last) in enumerate(itertools.product(out, into)):
+        ends = (network.links[first].dst, network.links[last].src)
+        options = min(finder.count(*ends), finder.max_paths)
+        for k in range(subflows):
+            inner = _subflow_paths(finder, mode, ends, (seed, index, "fullmesh", pair, k),
+                                   (k, subflows), options, seed)
+            found.append([(first, *path, last) for path in inner])
+    return found

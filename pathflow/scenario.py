@@ -119,6 +119,7 @@ class Topology(_Section):
     hosts_per_leaf: int | None = Field(None, ge=1)
     edges: str | None = None
     hosts: list[str] | None = None
+    nics: int = Field(1, ge=1, le=4)
     link_rate: Rate = "10Gbps"
     delay: Time = "1us"
     buffer: Size = "300KB"
@@ -136,6 +137,17 @@ class Topology(_Section):
                     raise ValueError(f"{key!r} belongs to kind = {kind!r}, not {self.kind!r}")
         if self.kind == "fattree" and self.k is not None and self.k % 2:
             raise ValueError(f"'k' must be even (got {self.k})")
+        if self.nics > 1:
+            switches = {"fattree": (self.k or 2) // 2, "leafspine": self.leaves or 1}
+            if self.kind not in switches:
+                raise ValueError(f"'nics': multi-homed hosts attach to neighbouring edge or leaf "
+                                 f"switches (kind = 'fattree' or 'leafspine'), not {self.kind!r}"
+                                 + ("; a graph host's NICs are its links in the edge file"
+                                    if self.kind == "graph" else ""))
+            if self.nics > switches[self.kind]:
+                where = ("edge switches per pod" if self.kind == "fattree" else "leaves")
+                raise ValueError(f"'nics': {self.nics} NICs need as many {where}; this "
+                                 f"{self.kind} has {switches[self.kind]}")
         return self
 
 
@@ -191,7 +203,7 @@ class Transport(_Open):
     cc: str = "dctcp"
     mss: Size = "1500B"
     subflows: int = Field(1, ge=1, le=64)
-    path_manager: Literal["ndiffports"] = "ndiffports"
+    path_manager: Literal["ndiffports", "fullmesh"] = "ndiffports"
 
 
 class ExplicitPath(_Section):
@@ -340,7 +352,7 @@ def _topology(topology: Topology, packet_bytes: float) -> ResolvedTopology:
     return ResolvedTopology(
         kind=topology.kind, senders=topology.senders, k=topology.k, leaves=topology.leaves,
         spines=topology.spines, hosts_per_leaf=topology.hosts_per_leaf, edges=topology.edges,
-        hosts=None if topology.hosts is None else tuple(topology.hosts),
+        hosts=None if topology.hosts is None else tuple(topology.hosts), nics=topology.nics,
         link_rate=_quantity(parse_rate, topology.link_rate, "topology.link_rate"),
         delay=_quantity(parse_time, topology.delay, "topology.delay"),
         buffer=buffer, links=tuple(overrides))
@@ -433,6 +445,10 @@ def _transport(transport: Transport, mss: float, where: str) -> ResolvedTranspor
         raise ScenarioError(f"{where}.subflows: {transport.subflows} subflows need a multipath "
                             f"cc ({multipath_controls()}); {transport.cc!r} runs one subflow "
                             "per flow")
+    if transport.path_manager == "fullmesh" and not control.multipath:
+        raise ScenarioError(f"{where}.path_manager: fullmesh opens subflows on every address "
+                            f"pair, which needs a multipath cc ({multipath_controls()}); "
+                            f"{transport.cc!r} runs one subflow per flow")
     fixed = _TRANSPORT_KEYS if where == "transport" else (
         *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key != "mss"))
     values = _parameters(control.parameters, transport.declared(), where, mss,
@@ -486,10 +502,14 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
     run = _run(spec.run, duration)
     routing = spec.routing
     for group in groups:
-        if routing.mode == "hamiltonian" and group.transport.subflows > 1:
-            raise ScenarioError(f"{group.field('transport', 'subflows')}: routing.mode = "
-                                "'hamiltonian' gives a connection one subflow per switch link of "
-                                "its ingress switch (the host's addresses); leave subflows at 1")
+        if routing.mode != "hamiltonian":
+            continue
+        for key, default in (("subflows", 1), ("path_manager", "ndiffports")):
+            if getattr(group.transport, key) != default:
+                raise ScenarioError(f"{group.field('transport', key)}: routing.mode = "
+                                    "'hamiltonian' gives a connection one subflow per switch link "
+                                    f"of its ingress switch (the host's addresses); leave {key} "
+                                    f"at {default!r}")
     return Resolved(
         name=spec.name,
         topology=topology,

@@ -111,7 +111,9 @@ def _dumbbell(n: int) -> tuple[list[Cable], list[str], list[str]]:
     return cables, senders, receivers
 
 
-def _fattree(k: int) -> tuple[list[Cable], list[str], list[str]]:
+def _fattree(k: int, nics: int = 1) -> tuple[list[Cable], list[str], list[str]]:
+    """A k-ary fat-tree; a host with several NICs attaches to its edge switch and the next ones
+    of its pod (dual-homed, as in Raiciu et al.'s MPTCP datacenter topologies)."""
     half = k // 2
     cables: list[Cable] = []
     hosts: list[str] = []
@@ -121,7 +123,8 @@ def _fattree(k: int) -> tuple[list[Cable], list[str], list[str]]:
             for i in range(half):
                 host = f"h{pod}_{e}_{i}"
                 hosts.append(host)
-                cables.append((host, edge, "host-edge"))
+                cables += [(host, f"edge{pod}_{(e + n) % half}", "host-edge")
+                           for n in range(nics)]
             for a in range(half):
                 cables.append((edge, f"agg{pod}_{a}", "edge-agg"))
         for a in range(half):
@@ -130,13 +133,16 @@ def _fattree(k: int) -> tuple[list[Cable], list[str], list[str]]:
     return cables, hosts, hosts
 
 
-def _leafspine(leaves: int, spines: int, per_leaf: int) -> tuple[list[Cable], list[str], list[str]]:
+def _leafspine(leaves: int, spines: int, per_leaf: int, nics: int = 1
+               ) -> tuple[list[Cable], list[str], list[str]]:
+    """Leaves under every spine; a host with several NICs attaches to its leaf and the next."""
     cables: list[Cable] = []
     hosts: list[str] = []
     for leaf in range(leaves):
         for i in range(per_leaf):
             hosts.append(f"h{leaf}_{i}")
-            cables.append((f"h{leaf}_{i}", f"leaf{leaf}", "host-leaf"))
+            cables += [(f"h{leaf}_{i}", f"leaf{(leaf + n) % leaves}", "host-leaf")
+                       for n in range(nics)]
         for s in range(spines):
             cables.append((f"leaf{leaf}", f"spine{s}", "leaf-spine"))
     return cables, hosts, hosts
@@ -201,10 +207,10 @@ def build_network(scenario: Scenario) -> Network:
     elif topo.kind == "dumbbell":
         cables, senders, receivers = _dumbbell(topo.senders or 1)
     elif topo.kind == "fattree":
-        cables, senders, receivers = _fattree(topo.k or 4)
+        cables, senders, receivers = _fattree(topo.k or 4, topo.nics)
     elif topo.kind == "leafspine":
         cables, senders, receivers = _leafspine(topo.leaves or 1, topo.spines or 1,
-                                                topo.hosts_per_leaf or 1)
+                                                topo.hosts_per_leaf or 1, topo.nics)
     else:
         cables, senders, receivers, file_graph = _graph(scenario)
     hosts = list(dict.fromkeys(senders + receivers))

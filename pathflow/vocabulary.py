@@ -30,6 +30,8 @@ name = "..."                   label for outputs
   edges      graph: CSV file (columns src,dst[,link_rate,delay,buffer]) or GraphML, relative to
              the scenario file; must be connected
   hosts      graph: list of host nodes (default: nodes of degree 1)
+  nics       fattree, leafspine: NICs per host, 1..4 (default 1); a host's NIC n attaches to
+             the n-th next edge switch of its pod (leaf), as dual-homed MPTCP datacentres do
   link_rate  every link (default "10Gbps")
   delay      one-way propagation delay per link (default "1us")
   buffer     per egress port, > 0 (default "300KB")
@@ -103,7 +105,9 @@ def _vocabulary() -> dict[str, str]:
                  "multipath cc",
                  "  path_manager  ndiffports (default): every subflow on the connection's host "
                  "pair, routed on its\n             own (ECMP hashes each subflow, so subflows "
-                 "may collide; spray splits each\n             over all equal-cost paths)"]
+                 "may collide; spray splits each\n             over all equal-cost paths) | "
+                 "fullmesh: `subflows` subflows on every pair of the\n             hosts' NICs "
+                 "(multi-homed hosts: topology.nics, or graph hosts with several links)"]
     for name, entry in CONTROLS.items():
         transport.append(f"  cc = {name!r}: {entry.summary}; {entry.sends}-based")
         transport += [_describe(p, "    ") for p in entry.parameters]

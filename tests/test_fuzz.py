@@ -10,7 +10,8 @@ file in the message.
 The draws span every topology kind (a small edge-list graph too) with per-link overrides, link
 rates from 1 Kb/s to 1 Tb/s, delays from 0.1 us to 1 s, buffers from one packet to 1 GB, 1 to 3,000
 flows, finite and infinite sizes, starts and jitter, every AQM, routing mode (and path cap) and
-congestion control (MPTCP's with 1 to 8 subflows), both precisions, warm-ups and sample
+congestion control (MPTCP's with 1 to 8 subflows, ndiffports or fullmesh; a second traffic group
+with a control of its own), multi-homed hosts, both precisions, warm-ups and sample
 intervals. Durations are drawn in round trips (from half of one to many), and capped so that a
 run stays short: the CI profile is
 derandomised (the same cases every time) and sized to a few minutes per engine; `pytest --nightly`
@@ -61,9 +62,11 @@ def _si(text: str, units: dict[str, float]) -> float:
 TOPOLOGIES = st.one_of(
     st.fixed_dictionaries({"kind": st.just("star"), "senders": st.integers(1, 32)}),
     st.fixed_dictionaries({"kind": st.just("dumbbell"), "senders": st.integers(1, 16)}),
-    st.fixed_dictionaries({"kind": st.just("fattree"), "k": st.sampled_from([2, 4, 6])}),
+    st.fixed_dictionaries({"kind": st.just("fattree"), "k": st.sampled_from([2, 4, 6])},
+                          optional={"nics": st.integers(1, 2)}),
     st.fixed_dictionaries({"kind": st.just("leafspine"), "leaves": st.integers(1, 4),
-                           "spines": st.integers(1, 3), "hosts_per_leaf": st.integers(1, 4)}),
+                           "spines": st.integers(1, 3), "hosts_per_leaf": st.integers(1, 4)},
+                          optional={"nics": st.integers(1, 2)}),
     st.fixed_dictionaries({"kind": st.just("graph"), "edges": st.just("ring.csv")}),
 )
 RING_CSV = "src,dst\nh0,s0\nh1,s1\nh2,s2\ns0,s1\ns1,s2\ns2,s0\n"  # three switches, a host each
@@ -103,6 +106,7 @@ def scenarios(draw: st.DrawFn, round_trips: float, packets: float) -> dict[str, 
     transport: dict[str, Any] = {"cc": cc, "mss": f"{draw(st.integers(64, 9000))}B"}
     if cc in MULTIPATH:
         transport["subflows"] = draw(st.integers(1, 8))
+        transport["path_manager"] = draw(st.sampled_from(["ndiffports", "fullmesh"]))
     transport.update(draw(st.fixed_dictionaries({}, optional={
         "init_cwnd": st.sampled_from(["1pkt", "2pkt", "10pkt", "100pkt"]),
         "reaction": st.sampled_from(["window", "mean"]),
@@ -132,6 +136,9 @@ def scenarios(draw: st.DrawFn, round_trips: float, packets: float) -> dict[str, 
     jitter = draw(st.sampled_from([None, 0.5]))
     if jitter is not None:
         traffic["start_jitter"] = f"{jitter * duration:.6g}s"
+    if draw(st.booleans()):  # mixed traffic: a second group with a control of its own
+        traffic = {"groups": [traffic, {"pattern": "random", "flows": draw(st.integers(1, 4)),
+                                        "cc": draw(st.sampled_from(["reno", "dctcp", "lia"]))}]}
     return {
         "name": "fuzz",
         "topology": topology,
@@ -139,7 +146,7 @@ def scenarios(draw: st.DrawFn, round_trips: float, packets: float) -> dict[str, 
         "traffic": traffic,
         "transport": transport,
         "routing": {"mode": draw(st.sampled_from(["ecmp", "spray", "static", "shortest",
-                                                  "kshortest"])),
+                                                  "kshortest", "hamiltonian"])),
                     **draw(st.fixed_dictionaries({}, optional={"max_paths": st.integers(1, 4)}))},
         "run": {"duration": f"{duration:.6g}s", "seed": draw(st.integers(0, 99)),
                 "precision": draw(st.sampled_from(["float64", "float32"])),

@@ -95,6 +95,10 @@ def test_bad_hamiltonian_input_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"^transport\.subflows: routing\.mode = "
                                             r"'hamiltonian' gives a connection one subflow"):
         _graph(tmp_path, ring, {"mode": "hamiltonian"}, {"cc": "balia", "subflows": 2})
+    with pytest.raises(ScenarioError, match=r"^transport\.path_manager: routing\.mode = "
+                                            r"'hamiltonian' .* leave path_manager at 'ndiffports'"):
+        _graph(tmp_path, ring, {"mode": "hamiltonian"}, {"cc": "balia",
+                                                         "path_manager": "fullmesh"})
     cases = [
         (ring, {"mode": "hamiltonian", "vlans": [["a", "zz"]]},
          r"^routing\.vlans\[0\]: 'zz' is not a host of this topology$"),
