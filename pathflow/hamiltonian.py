@@ -26,7 +26,8 @@ excess seen is kept.
 Limits
 ------
 Candidates are enumerated depth first in name order, at most `_CANDIDATES` per (ingress switch,
-neighbour), so on large meshes the random choice is among the first ones found. Hosts must
+neighbour) and within `_SEARCH` steps, so on large meshes the random choice is among the first
+ones found, and a graph whose Hamiltonian paths the search does not reach is refused. Hosts must
 attach to one switch by one link. The thesis does not say how the server's packets (ACKs)
 return: here they take the reverse of the data path.
 """
@@ -48,6 +49,7 @@ __all__ = ["HamiltonianRoutes"]
 
 _CANDIDATES = 64  # Hamiltonian paths kept per (ingress switch, neighbour)
 _ROUNDS = 1000  # balancing rounds at most
+_SEARCH = 200_000  # partial paths the depth-first search may visit per (switch, neighbour)
 
 Key = tuple[int, str, int]  # (VLAN, ingress switch, port); VLAN -1 under the shared scheme
 
@@ -114,10 +116,15 @@ class HamiltonianRoutes:
 
 def _walks(start: tuple[str, ...], neighbours: dict[str, list[str]], length: int,
            limit: int) -> Iterator[tuple[str, ...]]:
-    """Simple paths extending `start` to `length` nodes, depth first, at most `limit`."""
+    """Simple paths extending `start` to `length` nodes, depth first, at most `limit`; the
+    search stops after `_SEARCH` partial paths (finding a Hamiltonian path is NP-hard, and on a
+    graph that has none, such as a fat-tree's, whose tiers make it bipartite with unequal
+    sides, the search would not end)."""
     stack = [start]
     found = 0
-    while stack and found < limit:
+    for _ in range(_SEARCH):
+        if not stack or found == limit:
+            return
         walk = stack.pop()
         if len(walk) == length:
             found += 1
@@ -126,6 +133,10 @@ def _walks(start: tuple[str, ...], neighbours: dict[str, list[str]], length: int
         for node in reversed(neighbours.get(walk[-1], [])):  # name order after pop
             if node not in walk:
                 stack.append((*walk, node))
+    if not found:
+        raise ScenarioError(f"routing.mode: no Hamiltonian path of the switches starting "
+                            f"{' -> '.join(start)} found in {_SEARCH:,} steps of search; the "
+                            "hamiltonian scheme is for meshes of a few tens of switches")
 
 
 def _vlans(routing: ResolvedRouting, hosts: set[str]) -> dict[str, int]:

@@ -7,7 +7,7 @@ values (`scenario.si`, a `pathflow.resolved.Resolved`: bytes, seconds, bytes/s) 
 downstream reads. Any error is a `ScenarioError` whose message is one line naming the field and
 what is allowed.
 
-At about 470 lines this is longer than the project's modules usually are: the section models,
+At about 620 lines this is longer than the project's modules usually are: the section models,
 their cross-field checks and the resolution into SI form one pass over one vocabulary, in the
 order that decides which error a file with several gets; split, that order would live in two
 places.
@@ -386,16 +386,16 @@ def _control(cc: str, where: str) -> CongestionControl:
     return CONTROLS[cc]
 
 
-def _groups(spec: _ScenarioModel) -> list[tuple[str, str, Traffic, Transport]]:
-    """The traffic groups as (where its traffic keys are, where its transport keys are, traffic
-    table, transport table): `[traffic]` and `[transport]` themselves without
-    `[[traffic.groups]]`; else each group's keys over theirs. A group takes every key of
+def _groups(spec: _ScenarioModel) -> list[tuple[str, Traffic, Transport]]:
+    """The traffic groups as (where the group is, its traffic table, its transport table):
+    `[traffic]` and `[transport]` themselves without `[[traffic.groups]]` (where: ""); else
+    each group's keys over theirs. A group takes every key of
     `[traffic]` and `[transport]` it does not set, except those its own cc lacks (another
     algorithm's parameters, `subflows` for a single-path cc): so `ack_ratio` in `[transport]`
     holds for every group whose cc has it, and `g` only for DCTCP groups."""
     traffic, transport = spec.traffic, spec.transport
     if not traffic.groups:
-        return [("traffic", "transport", traffic, transport)]
+        return [("", traffic, transport)]
     common_traffic = traffic.model_dump(exclude_unset=True, exclude={"groups"})
     common_transport = transport.model_dump(exclude_unset=True)
     found = []
@@ -418,7 +418,7 @@ def _groups(spec: _ScenarioModel) -> list[tuple[str, str, Traffic, Transport]]:
                 {**inherited, **{k: v for k, v in group.items() if k not in _TRAFFIC_KEYS}})
         except ValidationError as error:
             raise ScenarioError(f"{where}.{_error_line(error)}") from None
-        found.append((where, where, own_traffic, own_transport))
+        found.append((where, own_traffic, own_transport))
     return found
 
 
@@ -482,10 +482,9 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
     duration = parse_time(spec.run.duration, "run.duration", allow_zero=False)
     traffic = _traffic(spec.traffic, mss, "traffic")
     topology = _topology(spec.topology, mss)
-    groups = tuple(ResolvedGroup(_traffic(own_traffic, mss, at_traffic),
-                                 _transport(own_transport, mss, at_transport),
-                                 "" if at_traffic == "traffic" else at_traffic)
-                   for at_traffic, at_transport, own_traffic, own_transport in _groups(spec))
+    groups = tuple(ResolvedGroup(_traffic(own_traffic, mss, where or "traffic"),
+                                 _transport(own_transport, mss, where or "transport"), where)
+                   for where, own_traffic, own_transport in _groups(spec))
     common = (groups[0].transport if not spec.traffic.groups
               else _transport(transport, mss, "transport"))
     if aqm.kind not in DISCIPLINES:

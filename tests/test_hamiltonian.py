@@ -111,6 +111,12 @@ def test_bad_hamiltonian_input_is_one_line(tmp_path: Path) -> None:
         scenario_ = _graph(tmp_path, edges, routing)
         with pytest.raises(ScenarioError, match=message):
             build_routes(scenario_, build_network(scenario_))
+    fattree = Scenario.from_dict({"topology": {"kind": "fattree", "k": 6},  # bipartite: none
+                                  "transport": {"cc": "lia"}, "routing": {"mode": "hamiltonian"}})
+    with pytest.raises(ScenarioError, match=r"^routing\.mode: no Hamiltonian path of the "
+                                            r"switches starting edge0_0 -> agg0_0 found in "
+                                            r"200,000 steps of search"):
+        build_routes(fattree, build_network(fattree))
     (tmp_path / "edges.csv").write_text("src,dst\na,S1\na,S2\nb,S2\nS1,S2\n")
     two_nics = Scenario.from_dict({
         "topology": {"kind": "graph", "edges": "edges.csv", "hosts": ["a", "b"]},
