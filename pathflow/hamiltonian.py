@@ -72,9 +72,6 @@ class HamiltonianRoutes:
                 self.neighbours.setdefault(link.src, []).append(link.dst)
         for names in self.neighbours.values():
             names.sort()
-        self.attached: dict[str, set[str]] = {}
-        for host, switch in self.ingress.items():
-            self.attached.setdefault(switch, set()).add(host)
         self.vlan = _vlans(routing, hosts)
         self.shared = routing.scheme == "shared"
         keys = sorted({self._key(host, port) for host in network.hosts
