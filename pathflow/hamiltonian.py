@@ -162,10 +162,9 @@ def _balanced(candidates: dict[Key, list[tuple[str, ...]]], rng: np.random.Gener
     within one standard deviation of the mean (see the module docstring)."""
     keys = list(candidates)
     choice = {key: int(rng.integers(len(candidates[key]))) for key in keys}
+    every = {link for paths in candidates.values() for walk in paths for link in _links(walk)}
 
     def counts() -> Counter[frozenset[str]]:
-        every = {link for paths in candidates.values() for walk in paths
-                 for link in _links(walk)}
         tally = Counter(dict.fromkeys(every, 0))
         for key in keys:
             tally.update(_links(candidates[key][choice[key]]))
