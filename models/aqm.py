@@ -36,7 +36,8 @@ capacity (bytes/s) and buffer (bytes) for every discipline; ecn_step: threshold 
 min, max (bytes), pmax, avg_rate (1/s, from the per-packet weight w and the link's packet rate),
 ecn (1 to mark, 0 to drop early). RED defaults: pmax 0.1, w 0.002 (Floyd and Jacobson 1993);
 ecn defaults to whether the congestion control reacts to ECN (DCTCP yes, Reno no). RED here is
-classic (not "gentle"): p jumps to 1 above max.
+classic (not "gentle"): p jumps to 1 above max. dcqcn: kmin, kmax (bytes), pmax, on the
+instantaneous queue, and whether the ramp is extended past kmax (`DcqcnMarking`, with presets).
 
 Scope and limitations
 ---------------------
@@ -45,9 +46,11 @@ Departures are split among the flows in proportion to their arrival rates (fluid
 
 Validation
 ----------
-tests/test_properties.py: 0 <= q <= B and departures <= C on random stars (hypothesis); every
-run's invariant report checks work and byte conservation (pathflow.invariants); validation case
-`dctcp_hardware` (validation/cases/measured.py): step marking on the seed 003 star.
+tests/test_dcqcn.py: the DCQCN marking curve, standard and extended, and the fixed point of
+DCQCN flows behind it. tests/test_properties.py: 0 <= q <= B and departures <= C on random
+stars (hypothesis); every run's invariant report checks work and byte conservation
+(pathflow.invariants); validation case `dctcp_hardware` (validation/cases/measured.py): step
+marking on the seed 003 star.
 """
 
 from __future__ import annotations
@@ -61,9 +64,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from pathflow.models.base import Array
-from pathflow.models.parameters import Parameter
+from pathflow.models.parameters import Parameter, Presets
 
-__all__ = ["DISCIPLINES", "DropTail", "EcnStep", "QueueDiscipline", "QueueStep", "Queues", "Red",
+__all__ = ["DISCIPLINES", "DcqcnMarking", "DropTail", "EcnStep", "QueueDiscipline", "QueueStep",
+           "Queues", "Red",
            "queue_step"]
 
 
@@ -98,6 +102,7 @@ class QueueDiscipline(ABC):
     name: ClassVar[str]
     parameters: ClassVar[tuple[Parameter, ...]] = ()
     Params: ClassVar[type[Any]]
+    presets: ClassVar[Presets] = {}  # named sets of defaults (`[aqm] preset`)
 
     @classmethod
     def check(cls, values: dict[str, Any]) -> None:
@@ -236,4 +241,71 @@ class Red(QueueDiscipline):
         return queue + (measure - queue) * keep
 
 
-DISCIPLINES: dict[str, QueueDiscipline] = {d.name: d for d in (DropTail(), EcnStep(), Red())}
+class DcqcnMarkingParams(NamedTuple):
+    kmin: Array  # bytes
+    kmax: Array  # bytes
+    pmax: Array
+    extended: Array  # 1: the ramp goes on past kmax (to 1); 0: p jumps to 1 above kmax
+
+
+def _dcqcn2015(link_rate: float) -> dict[str, Any]:
+    return {"kmin": "5KB", "kmax": "200KB", "pmax": 0.01}
+
+
+def _hpcc_marking(link_rate: float) -> dict[str, Any]:
+    scale = link_rate * 8 / 25e9
+    return {"kmin": f"{100e3 * scale!r}B", "kmax": f"{400e3 * scale!r}B", "pmax": 0.2}
+
+
+@dataclass(frozen=True)
+class DcqcnMarking(QueueDiscipline):
+    """DCQCN's switch rule (RED on the instantaneous queue): mark with probability 0 below
+    Kmin, rising linearly to Pmax at Kmax, and 1 above; with ``ramp = "extended"`` the line goes
+    on past Kmax (capped at 1), as the CoNEXT 2016 analysis writes q* = (p*/Pmax)(Kmax - Kmin)
+    + Kmin for any p*. Presets: ``conext2016`` and ``cx4`` (Kmin 5 KB, Kmax 200 KB, Pmax 1 %: DCQCN
+    as published, Zhu et al. SIGCOMM 2015, which the seed 001 testbed says it follows) and
+    ``hpcc`` (Kmin 100 KB x C/25G, Kmax 400 KB x C/25G, Pmax 0.2, C = topology.link_rate)."""
+
+    name = "dcqcn"
+    parameters = (
+        Parameter("kmin", "bytes", None, "queue where marking starts", low=0.0),
+        Parameter("kmax", "bytes", None, "queue where the marking probability reaches pmax",
+                  low=0.0),
+        Parameter("pmax", "1", None, "marking probability at kmax", low=0.0, high=1.0,
+                  inclusive=False),
+        Parameter("ramp", "choice", "standard", "above kmax: standard (mark every packet) | "
+                  "extended (the line goes on to 1, the CoNEXT 2016 analysis's assumption)",
+                  choices=("standard", "extended")),
+    )
+    Params = DcqcnMarkingParams
+    presets: ClassVar[Presets] = {"conext2016": _dcqcn2015, "cx4": _dcqcn2015,
+                                  "hpcc": _hpcc_marking}
+
+    @classmethod
+    def check(cls, values: dict[str, Any]) -> None:
+        if values["kmin"] > values["kmax"]:
+            raise ValueError("kmin: must not exceed kmax")
+
+    def port(self, values: dict[str, Any], capacity: float, packet_bytes: float
+             ) -> tuple[float, ...]:
+        return (values["kmin"], values["kmax"], values["pmax"],
+                float(values["ramp"] == "extended"))
+
+    def inert(self) -> tuple[float, ...]:
+        return (math.inf, math.inf, 1.0, 0.0)
+
+    def marks(self, values: dict[str, Any]) -> bool:
+        return True
+
+    def congestion(self, measure: Array, params: DcqcnMarkingParams) -> tuple[Array, Array]:
+        span = jnp.where(params.kmax > params.kmin, params.kmax - params.kmin, 1.0)
+        line = params.pmax * jnp.maximum(measure - params.kmin, 0.0) / span
+        line = jnp.where(jnp.isfinite(params.kmin), line, 0.0)
+        above = jnp.where(params.extended > 0, jnp.minimum(line, 1.0), 1.0)
+        probability = jnp.where(measure > params.kmax, above,
+                                jnp.where(measure > params.kmin, line, 0.0))
+        return probability, jnp.zeros_like(measure)
+
+
+DISCIPLINES: dict[str, QueueDiscipline] = {
+    d.name: d for d in (DropTail(), EcnStep(), Red(), DcqcnMarking())}

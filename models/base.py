@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 import jax
 import numpy as np
 
-from pathflow.models.parameters import Parameter
+from pathflow.models.parameters import Parameter, Presets
 
 __all__ = ["Array", "CongestionModel", "Signals", "State", "flow_max", "flow_sum"]
 
@@ -78,6 +78,7 @@ class CongestionModel(ABC):
     sends: ClassVar[Literal["window", "rate"]]
     parameters: ClassVar[tuple[Parameter, ...]]
     Params: ClassVar[type[Any]]
+    presets: ClassVar[Presets] = {}  # named sets of defaults (`[transport] preset`)
     state_units: ClassVar[dict[str, str]] = {}  # units of the state variables in results
 
     @classmethod
@@ -92,14 +93,21 @@ class CongestionModel(ABC):
 
     @classmethod
     def build_params(cls, values: dict[str, float], controllers: int) -> Any:
-        """`Params` with every controller given the same resolved values (numpy arrays)."""
-        return cls.Params(*(np.full(controllers, float(values[p.name]))
-                            for p in cls.values()))
+        """`Params` with every controller given the same resolved values (numpy arrays); an
+        optional value left unset is NaN (compile fills a rate-based sender's line rate)."""
+        return cls.Params(*(np.full(controllers, np.nan if values[p.name] is None
+                                    else float(values[p.name])) for p in cls.values()))
 
     @classmethod
     def check(cls, values: dict[str, float | str]) -> None:
         """Rules across parameters (ValueError naming the key); none by default."""
         return
+
+    def fastest_rate(self, params: Any) -> float:
+        """The largest rate (1/s) at which the model's own timers and gains move its state,
+        beyond the round trip that paces every model: the solver keeps its step well below its
+        inverse. 0: none (window-based models react once per round trip)."""
+        return 0.0
 
     def state_owners(self, params: Any) -> dict[str, Array]:
         """Per state variable, the controllers it belongs to (True) where not all do (a

@@ -107,6 +107,11 @@ class Mixture(CongestionModel):
             selected[key] = value
         return selected
 
+    def fastest_rate(self, params: Any) -> float:
+        _, parts = self._unpack(params)
+        return max(part.fastest_rate(values) for part, values in zip(self.parts, parts,
+                                                                     strict=True))
+
     def state_owners(self, params: Any) -> dict[str, Array]:
         which, parts = self._unpack(params)
         owners: dict[str, Array] = {}

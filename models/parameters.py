@@ -6,12 +6,18 @@ accepted under `[transport]` or `[aqm]`, their validation and one-line errors, t
 `pathflow run --help`, and the conversion of what the user wrote ("20pkt", "55us", 0.0625) to
 the SI value the model receives. The model itself only sees the resolved numbers.
 
+A model may also name presets (`Presets`): sets of defaults taken from a publication or a
+device, chosen by the section's `preset` key (the first preset when absent); keys the user writes
+override the preset's.
+
 Units of a parameter (`unit`):
 
 - ``"1"``: a plain number (gains, ratios, probabilities);
 - ``"packets"``: a size given with a unit ("10pkt", "15KB"), passed to the model in packets of
   `transport.mss` bytes (windows are counted in packets);
 - ``"bytes"``, ``"s"``, ``"bytes/s"``: a size, time or rate given with a unit, passed in SI;
+- ``"packets/s"``: a rate given with a unit ("40Mbps"), passed in packets of `transport.mss`
+  bytes per second (rate-based models count their rates in packets/s);
 - ``"flag"``: true or false;
 - ``"choice"``: one of `choices`, a structural option that selects code (it is part of the
   compiled program, not a value a batch may vary).
@@ -20,14 +26,19 @@ Units of a parameter (`unit`):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pathflow.units import UnitError, parse_rate, parse_size, parse_time
 
-__all__ = ["Parameter", "resolve_parameters"]
+__all__ = ["Parameter", "Presets", "resolve_parameters"]
 
-Unit = Literal["1", "packets", "bytes", "s", "bytes/s", "flag", "choice"]
+Unit = Literal["1", "packets", "bytes", "s", "bytes/s", "packets/s", "flag", "choice"]
+
+# preset name -> (link rate in bytes/s -> the preset's values, as a user writes them): presets
+# that scale with the link rate (HPCC's DCQCN settings) read it
+Presets = Mapping[str, Callable[[float], dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -61,7 +72,8 @@ class Parameter:
         if self.unit == "flag":
             return "true | false"
         lower = "[" if self.inclusive else "("
-        unit = {"1": "", "packets": " pkt", "bytes": " B", "s": " s", "bytes/s": " B/s"}[self.unit]
+        unit = {"1": "", "packets": " pkt", "bytes": " B", "s": " s", "bytes/s": " B/s",
+                "packets/s": " pkt/s"}[self.unit]
         infinite = "inf]" if self.infinite else "inf)"
         upper = infinite if math.isinf(self.high) else f"{self.high:g}]"
         return f"{lower}{self.low:g}, {upper}{unit}"
@@ -98,19 +110,29 @@ class Parameter:
                 return size / packet_bytes if self.unit == "packets" else size
             if self.unit == "s":
                 return parse_time(value, field)
-            return parse_rate(value, field)
+            rate = parse_rate(value, field)
+            return rate / packet_bytes if self.unit == "packets/s" else rate
         except UnitError as error:
             raise ValueError(str(error)) from None
 
     def _example(self) -> str:
         return {"packets": '"10pkt"', "bytes": '"100KB"', "s": '"55us"',
-                "bytes/s": '"40Mbps"'}[self.unit]
+                "bytes/s": '"40Mbps"', "packets/s": '"40Mbps"'}[self.unit]
 
 
 def resolve_parameters(declared: tuple[Parameter, ...], given: dict[str, Any], section: str,
-                       packet_bytes: float) -> dict[str, float | str | None]:
-    """Resolve every declared parameter from `given` (user text) or its default. Unknown keys
-    are the caller's to refuse; a missing required one raises ValueError naming it."""
+                       packet_bytes: float, presets: Presets | None = None,
+                       link_rate: float = math.nan) -> dict[str, float | str | None]:
+    """Resolve every declared parameter from `given` (user text), its preset (`given`'s
+    "preset", else the first of `presets`, read at `link_rate` bytes/s) or its default. Unknown
+    keys are the caller's to refuse; a missing required one raises ValueError naming it."""
+    if presets:
+        given = dict(given)
+        name = given.pop("preset", next(iter(presets)))
+        if name not in presets:
+            raise ValueError(f"{section}.preset: {name!r} is not allowed; allowed: "
+                             f"{' | '.join(presets)}")
+        given = {**presets[name](link_rate), **given}
     values: dict[str, float | str | None] = {}
     for parameter in declared:
         field = f"{section}.{parameter.name}"

@@ -20,6 +20,7 @@ from typing import Any
 
 from pathflow.models.aqm import DISCIPLINES, QueueDiscipline
 from pathflow.models.base import CongestionModel
+from pathflow.models.dcqcn import Dcqcn
 from pathflow.models.dctcp import Dctcp
 from pathflow.models.mptcp import Balia, Lia, Olia, Uncoupled
 from pathflow.models.parameters import Parameter
@@ -75,6 +76,9 @@ register(CongestionControl(
 register(CongestionControl(
     "dctcp", Dctcp, "DCTCP: cut by the marked fraction (Alizadeh et al. 2010)",
     packet_sender="dctcp", ns3_type="ns3::TcpDctcp", ecn=True))
+register(CongestionControl(
+    "dcqcn", Dcqcn, "DCQCN: RoCEv2's rate-based control on ECN marks (Zhu et al. 2015; fluid "
+    "model of Zhu et al. 2016)", packet_sender="dcqcn", ns3_type=None, ecn=True))
 register(CongestionControl(
     "lia", Lia, "MPTCP with LIA coupling (RFC 6356)",
     packet_sender="lia", ns3_type=None, ecn=False, multipath=True))

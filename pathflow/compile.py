@@ -7,8 +7,9 @@
   along the path; back along the reverse links with a 64-byte ACK (store-and-forward, as ns-3 and
   hardware switches do; `topology.path_base_rtt`). On the seed 003 star (100 Mb/s, 62.5 us per
   link) this is 0.51 ms.
-- dt: 1/20 of the smallest base RTT, and at most half of RED's averaging time constant (DESIGN §4);
-  this is the finest step. Unless `[run] dt` fixes the step, the solver coarsens it between
+- dt: 1/20 of the smallest base RTT, at most half of RED's averaging time constant (DESIGN §4) and
+  at most a quarter of the model's fastest time constant (`CongestionModel.fastest_rate`: DCQCN's
+  timers); this is the finest step. Unless `[run] dt` fixes the step, the solver coarsens it between
   record segments to 1/20 of the round trips that limit the senders (`solvers.stepping`), never
   beyond the record interval or RED's bound.
 - history: the largest possible round trip (base RTT plus every switch buffer on the path full)
@@ -31,6 +32,7 @@ import numpy as np
 from pathflow.models.aqm import Queues
 from pathflow.models.base import CongestionModel
 from pathflow.models.mixture import Mixture
+from pathflow.models.parameters import Parameter
 from pathflow.models.registry import CONTROLS
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario
@@ -118,18 +120,24 @@ def default_records(width: int) -> int:
     return int(np.clip(_RECORD_BUDGET // max(width, 1), 500, 20_000))
 
 
+def _longest_step(aqm: Any, model_rate: float) -> float:
+    """The largest step RED's averaging and the model's own time constants allow (s)."""
+    averaging = np.asarray(getattr(aqm, "avg_rate", np.array([np.inf])))
+    fastest = float(averaging[np.isfinite(averaging)].max(initial=0.0))
+    bounds = [0.5 / fastest if fastest > 0 else math.inf,
+              0.25 / model_rate if model_rate > 0 else math.inf]
+    return min(bounds)
+
+
 def choose_grid(scenario: Scenario, base_rtt: np.ndarray, largest_rtt: np.ndarray,
-                aqm: Any, width: int) -> tuple[float, Grid]:
-    """dt and the record/history sizes for this scenario (see the module docstring)."""
+                aqm: Any, width: int, model_rate: float = 0.0) -> tuple[float, Grid]:
+    """dt and the record/history sizes for this scenario (see the module docstring);
+    `model_rate`: the model's `fastest_rate` (1/s)."""
     run = scenario.si.run
     if run.dt is not None:
         dt = run.dt
     else:
-        dt = float(base_rtt.min()) / 20
-        averaging = np.asarray(getattr(aqm, "avg_rate", np.array([np.inf])))
-        red = averaging[np.isfinite(averaging)]
-        if red.size:
-            dt = min(dt, 0.5 / float(red.max()))
+        dt = min(float(base_rtt.min()) / 20, _longest_step(aqm, model_rate))
     steps = math.ceil(run.duration / dt - 1e-9)
     if run.sample is not None:
         per_record = max(1, round(run.sample / dt))
@@ -145,12 +153,14 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     network = build_network(scenario)
     routes = build_routes(scenario, network)
     transport = scenario.si.transport
-    model, params = _controls(scenario, routes)
+    model, params = _controls(scenario, network, routes)
     queues, aqm = _queue_params(scenario, network)
     nic = _subflow_nics(network, routes)
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes, set(nic.tolist()))
     n_subflows = len(routes.subflow_flow)
-    dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_subflows)
+    model_rate = model.fastest_rate(params)
+    dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_subflows,
+                           model_rate)
     history_bytes = ring_bytes(grid.history, n_subflows)
     if history_bytes > 4e9:
         warnings.warn(f"the delay history needs {history_bytes / 1e9:.1f} GB: buffers allow round "
@@ -175,27 +185,39 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     )
     problem = with_hop_layout(problem)  # what the solver walks (solvers.problem.hop_layout)
     dtype = jnp.float32 if scenario.si.run.precision == "float32" else jnp.float64
-    physics = Physics(model, scenario.discipline)
+    physics = Physics(model, scenario.discipline, scenario.si.run.feedback_delay)
     return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,
-                    _stepping(scenario, dt, grid, aqm))
+                    _stepping(scenario, dt, grid, _longest_step(aqm, model_rate)))
 
 
-def _controls(scenario: Scenario, routes: Routes) -> tuple[CongestionModel, Any]:
+def _controls(scenario: Scenario, network: Network, routes: Routes
+              ) -> tuple[CongestionModel, Any]:
     """The congestion-control model and its per-subflow values: the groups' control itself
     where they all run one (with each group's values on its subflows), else a `Mixture` of the
-    distinct ones (a control with other structural choices counts as distinct)."""
+    distinct ones (a control with other structural choices counts as distinct). A rate
+    parameter left unset (a rate-based sender's `line_rate`) is the subflow's NIC rate."""
     groups = scenario.si.groups
     group_of = np.array([routes.flows[f].group for f in routes.subflow_flow])
     built = [CONTROLS[g.transport.cc].build(g.transport.parameters) for g in groups]
     parts = list(dict.fromkeys(built))
     part_of = np.array([parts.index(model) for model in built])
+    host_link: dict[int, int] = {}  # each subflow's first path's first link
+    for path, subflow in zip(routes.paths, routes.path_subflow, strict=True):
+        host_link.setdefault(int(subflow), path[0])
+    nic_rate = [network.links[host_link[s]].capacity / scenario.si.transport.mss
+                for s in range(len(routes.subflow_flow))]  # packets/s
 
     def values(index: int, part: CongestionModel) -> Any:
         members = np.flatnonzero(part_of == index)
         # another part's subflow holds the first member group's values: valid, never used
         source = np.where(part_of[group_of] == index, group_of, members[0])
-        return part.Params(*(np.array([float(groups[g].transport.parameters[p.name])
-                                       for g in source]) for p in part.values()))
+
+        def column(parameter: Parameter) -> np.ndarray:
+            given = [groups[g].transport.parameters[parameter.name] for g in source]
+            return np.array([nic_rate[s] if value is None else float(value)
+                             for s, value in enumerate(given)])
+
+        return part.Params(*(column(p) for p in part.values()))
 
     if len(parts) == 1:
         return parts[0], values(0, parts[0])
@@ -203,16 +225,13 @@ def _controls(scenario: Scenario, routes: Routes) -> tuple[CongestionModel, Any]
     return mixture, mixture.pack(part_of[group_of], [values(i, p) for i, p in enumerate(parts)])
 
 
-def _stepping(scenario: Scenario, dt: float, grid: Grid, aqm: Any) -> Stepping | None:
+def _stepping(scenario: Scenario, dt: float, grid: Grid, longest: float) -> Stepping | None:
     """How the solver may coarsen the step: up to the record interval, and no further than
-    half of RED's averaging time where there is one; None where `[run] dt` fixes it or RED
-    allows nothing coarser."""
+    `longest` (RED's averaging, the model's time constants); None where `[run] dt` fixes it or
+    nothing coarser is allowed."""
     if scenario.si.run.dt is not None:
         return None
     finest = grid.steps_per_record
-    averaging = np.asarray(getattr(aqm, "avg_rate", np.array([np.inf])))
-    fastest = float(averaging[np.isfinite(averaging)].max(initial=0.0))
-    longest = 0.5 / fastest if fastest > 0 else math.inf  # as choose_grid's bound
     if longest <= dt:
         return None
     return Stepping(dt * finest, finest, longest)

@@ -171,6 +171,8 @@ def _balanced(candidates: dict[Key, list[tuple[str, ...]]], rng: np.random.Gener
         return tally
 
     tally = counts()
+    if not tally:  # one switch: no switch link to balance
+        return {key: candidates[key][index] for key, index in choice.items()}
     values = np.array(list(tally.values()), dtype=float)
     low = math.ceil(values.mean() - values.std())
     high = math.floor(values.mean() + values.std())

@@ -139,6 +139,7 @@ class ResolvedRun:
     sample: float | None  # s; None: chosen from the record budget
     warmup: float | None  # s; None: a quarter of the run (`steady_start`)
     precision: str
+    feedback_delay: str = "round_trip"  # or "propagation": the loop delay held at the base RTT
 
     @property
     def steady_start(self) -> float:

@@ -24,7 +24,8 @@ from pathflow.schema import RESULT, Field, build_dataset
 from pathflow.solvers.dde import Trajectory
 from pathflow.topology import Network
 
-__all__ = ["network_coords", "path_usage", "trajectory_to_dataset", "write_dataset"]
+__all__ = ["network_coords", "path_usage", "reported_unit", "trajectory_to_dataset",
+           "write_dataset"]
 
 
 
@@ -119,10 +120,14 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "completion_time": _per_flow_first(np.asarray(t.completion)[-1], flow_of, n_flows),
         "subflow_rate": sub(t.flow_rate),
         "rtt": sub(t.rtt),
-        "cwnd": sub(t.state["cwnd"]) * mss,  # the model's packets -> bytes
         "dt": np.asarray(t.dt, dtype=float),
     }
-    variables.update({name: sub(values) for name, values in t.state.items() if name != "cwnd"})
+    # windows and rates in the model's packets -> bytes; a rate-based sender has no window
+    variables["cwnd"] = np.full_like(sub(t.rtt), np.nan)
+    per_packet = {name for name, unit in compiled.model.state_units.items()
+                  if unit == "packets/s"} | {"cwnd"}
+    variables.update({name: sub(values) * (mss if name in per_packet else 1.0)
+                      for name, values in t.state.items()})
     owners = compiled.model.state_owners(compiled.problem.params)
     for name, owned in owners.items():  # a mixture's variables of some subflows only
         variables[name] = np.where(np.asarray(owned)[:n_subflows], variables[name], np.nan)
@@ -151,12 +156,19 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
                                                                     t.state))
 
 
+def reported_unit(unit: str) -> str:
+    """The unit a model's state variable has in results: rates in the model's packets/s are
+    reported in bytes/s (and windows in bytes: `cwnd`); other units as the model has them."""
+    return "bytes/s" if unit == "packets/s" else unit
+
+
+
 def _new_state(units: dict[str, str], state: dict[str, Any]) -> dict[str, Field]:
     """Declarations for controller state the schema does not know (a newly added model's):
     a model needs no schema entry of its own. Known state must keep its declared unit."""
     extra = {}
     for name in state:
-        unit = units.get(name, "1")
+        unit = reported_unit(units.get(name, "1"))
         declared = RESULT.variables.get(name)
         if declared is None:
             extra[name] = Field(("time", "subflow"), unit, f"controller state {name!r}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import tomllib
 import typing
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -29,7 +30,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.fields import FieldInfo
 
 from pathflow.models.aqm import QueueDiscipline
-from pathflow.models.parameters import Parameter, resolve_parameters
+from pathflow.models.parameters import resolve_parameters
 from pathflow.models.registry import (
     CONTROLS,
     DISCIPLINES,
@@ -236,6 +237,7 @@ class Run(_Section):
     sample: Time | None = None
     warmup: Time | None = None
     precision: Literal["float64", "float32"] = "float64"
+    feedback_delay: Literal["round_trip", "propagation"] = "round_trip"
 
 
 class _ScenarioModel(_Section):
@@ -306,19 +308,22 @@ def _quantity_text(value: float, unit: str) -> str:
     return "inf" if value == math.inf else f"{float(value)!r}{unit}"
 
 
-def _parameters(declared: tuple[Parameter, ...], given: dict[str, Any], section: str,
-                packet_bytes: float, check: Any, fixed: tuple[str, ...]) -> dict[str, Any]:
-    """Resolve a section's declared parameters; one-line ScenarioError naming the key. `fixed`
-    are the section's keys beside the parameters (named when a key is unknown)."""
-    names = [p.name for p in declared]
+def _parameters(owner: Any, given: dict[str, Any], section: str, packet_bytes: float,
+                fixed: tuple[str, ...], link_rate: float) -> dict[str, Any]:
+    """Resolve the parameters `owner` (a model or a queue discipline) declares, from its presets
+    (read at `link_rate`, bytes/s) where it has some; one-line ScenarioError naming the key.
+    `fixed` are the section's keys beside the parameters (named when a key is unknown)."""
+    declared = owner.parameters
+    names = [p.name for p in declared] + (["preset"] if owner.presets else [])
     for key in given:
         if key not in names:
-            owner = "kind" if section == "aqm" else "cc"
-            raise ScenarioError(f"{section}.{key}: unknown key {key!r} for this {owner}; allowed "
+            chooser = "kind" if section == "aqm" else "cc"
+            raise ScenarioError(f"{section}.{key}: unknown key {key!r} for this {chooser}; allowed "
                                 f"keys: {', '.join([*fixed, *names])}")
     try:
-        values = resolve_parameters(declared, given, section, packet_bytes)
-        check(values)
+        values = resolve_parameters(declared, given, section, packet_bytes, owner.presets,
+                                    link_rate)
+        owner.check(values)
     except ValueError as error:
         message = str(error)
         raise ScenarioError(message if message.startswith(f"{section}.")
@@ -372,7 +377,8 @@ def _run(run: Run, duration: float) -> ResolvedRun:
         if value >= duration:
             raise ScenarioError(f"run.{key}: {text} must be shorter than run.duration "
                                 f"({run.duration})")
-    return ResolvedRun(duration=duration, seed=run.seed, precision=run.precision, **times)
+    return ResolvedRun(duration=duration, seed=run.seed, precision=run.precision,
+                       feedback_delay=run.feedback_delay, **times)
 
 
 _TRAFFIC_KEYS = tuple(key for key in Traffic.model_fields if key != "groups")
@@ -437,7 +443,8 @@ def _traffic(traffic: Traffic, mss: float, where: str) -> ResolvedTraffic:
         receiver=traffic.receiver)
 
 
-def _transport(transport: Transport, mss: float, where: str) -> ResolvedTransport:
+def _transport(transport: Transport, mss: float, where: str, link_rate: float
+               ) -> ResolvedTransport:
     """The transport of one group: its cc known, more than one subflow only with a multipath
     cc, the cc's parameters resolved."""
     control = _control(transport.cc, where)
@@ -451,8 +458,7 @@ def _transport(transport: Transport, mss: float, where: str) -> ResolvedTranspor
                             f"{transport.cc!r} runs one subflow per flow")
     fixed = _TRANSPORT_KEYS if where == "transport" else (
         *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key != "mss"))
-    values = _parameters(control.parameters, transport.declared(), where, mss,
-                         control.model.check, fixed)
+    values = _parameters(control.model, transport.declared(), where, mss, fixed, link_rate)
     return ResolvedTransport(cc=transport.cc, mss=mss, parameters=values,
                              subflows=transport.subflows, path_manager=transport.path_manager)
 
@@ -471,6 +477,20 @@ def _red_ecn(aqm_values: dict[str, Any], groups: tuple[ResolvedGroup, ...]) -> N
     aqm_values["ecn"] = float(next(iter(reacts.values())))
 
 
+def _rate_based(groups: tuple[ResolvedGroup, ...], marks: bool, kind: str) -> None:
+    """Rate- and window-based groups are not mixed (one is refused in one line), and a
+    rate-based control on a queue that never marks is warned about: it reacts to marks alone."""
+    sends = {group.transport.cc: CONTROLS[group.transport.cc].sends for group in groups}
+    if len(set(sends.values())) > 1:
+        listed = ", ".join(f"{cc!r} by {how}" for cc, how in sends.items())
+        raise ScenarioError(f"traffic.groups: the groups send by rate and by window ({listed});"
+                            " a scenario runs rate-based or window-based controls, not both")
+    if "rate" in sends.values() and not marks:
+        warnings.warn(f"aqm.kind = {kind!r} never marks packets and "
+                      f"{', '.join(map(repr, sends))} reacts to ECN marks only: its senders "
+                      "stay at line rate (use aqm.kind = 'dcqcn')", stacklevel=4)
+
+
 def _resolve(spec: _ScenarioModel) -> Resolved:
     """The scenario's values in SI units, checked across fields. The first problem found is
     a one-line error naming the field, found in the order a reader of the file meets them
@@ -483,17 +503,19 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
     traffic = _traffic(spec.traffic, mss, "traffic")
     topology = _topology(spec.topology, mss)
     groups = tuple(ResolvedGroup(_traffic(own_traffic, mss, where or "traffic"),
-                                 _transport(own_transport, mss, where or "transport"), where)
+                                 _transport(own_transport, mss, where or "transport",
+                                            topology.link_rate), where)
                    for where, own_traffic, own_transport in _groups(spec))
     common = (groups[0].transport if not spec.traffic.groups
-              else _transport(transport, mss, "transport"))
+              else _transport(transport, mss, "transport", topology.link_rate))
     if aqm.kind not in DISCIPLINES:
         raise ScenarioError(f"aqm.kind: {aqm.kind!r} is not allowed; allowed: "
                             f"{', '.join(map(repr, DISCIPLINES))}")
     discipline = DISCIPLINES[aqm.kind]
-    aqm_values = _parameters(discipline.parameters, aqm.declared(), "aqm", mss, discipline.check,
-                             ("kind",))
+    aqm_values = _parameters(discipline, aqm.declared(), "aqm", mss, ("kind",),
+                             topology.link_rate)
     _red_ecn(aqm_values, groups)
+    _rate_based(groups, discipline.marks(aqm_values), aqm.kind)
     threshold = aqm_values.get("threshold")
     if threshold is not None and threshold >= topology.buffer:
         raise ScenarioError(f"aqm.threshold: {aqm.declared()['threshold']} must be below "

@@ -135,10 +135,15 @@ _VARIABLES = {
     # subflows: what a sender measures and its congestion state
     "subflow_rate": Field(_PER_SUBFLOW, "bytes/s", "rate delivered to the receiver"),
     "rtt": Field(_PER_SUBFLOW, "s", "round-trip time"),
-    "cwnd": Field(_PER_SUBFLOW, "bytes", "congestion window"),
+    "cwnd": Field(_PER_SUBFLOW, "bytes", "congestion window (NaN: a rate-based sender)"),
     "ssthresh": Field(_PER_SUBFLOW, "bytes", "slow-start threshold"),
     "slow_start": Field(_PER_SUBFLOW, "1", "1 in slow start, else 0"),
-    "alpha": Field(_PER_SUBFLOW, "1", "DCTCP's estimate of the fraction of marked packets"),
+    "alpha": Field(_PER_SUBFLOW, "1", "estimate of the fraction of marked packets (DCTCP) or "
+                                      "of congestion (DCQCN)"),
+    "current_rate": Field(_PER_SUBFLOW, "bytes/s", "rate a rate-based sender sends at (DCQCN's "
+                                                   "R_C)"),
+    "target_rate": Field(_PER_SUBFLOW, "bytes/s", "rate a rate-based sender recovers towards "
+                                                  "(DCQCN's R_T)"),
     "cwr": Field(_PER_SUBFLOW, "s", "time left in window reduction, when signals are ignored "
                                     "(fluid per-window reaction)"),
     "credit": Field(_PER_SUBFLOW, "packets", "congestion signals accumulated towards the next "

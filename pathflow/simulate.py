@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import xarray as xr
@@ -9,10 +10,12 @@ import xarray as xr
 from pathflow.compile import Compiled, compile_scenario
 from pathflow.invariants import Report, check_invariants, dt_halving_verdict, warn_violations
 from pathflow.metrics import store_warmup
+from pathflow.models.registry import CONTROLS
 from pathflow.results import trajectory_to_dataset
 from pathflow.scenario import Scenario
 from pathflow.solvers.dde import Trajectory
 from pathflow.solvers.run import solve
+from pathflow.units import format_bytes
 
 __all__ = ["labelled_result", "run_compiled", "simulate"]
 
@@ -54,4 +57,17 @@ def simulate(scenario: Scenario, progress: Callable[[int, int], None] | None = N
         report = Report({**report, "dt_halving": halved})
     ds.attrs["invariants"] = report.to_json()
     warn_violations(report)
+    _warn_lossy_rate_control(scenario, ds)
     return ds
+
+
+def _warn_lossy_rate_control(scenario: Scenario, ds: xr.Dataset) -> None:
+    """A rate-based control (DCQCN) takes no notice of losses in the fluid model: say so when a
+    run dropped packets (a packet-level flow would have stalled until its timeout)."""
+    rate_based = sorted({g.transport.cc for g in scenario.si.groups
+                         if CONTROLS[g.transport.cc].sends == "rate"})
+    dropped = float(ds.drops.sum()) * ds.attrs["sample_interval"] if rate_based else 0.0
+    if dropped > 0:
+        warnings.warn(f"{format_bytes(dropped)} dropped, and {', '.join(rate_based)} ignores "
+                      "losses in the fluid model (PFC is not modelled yet): enlarge "
+                      "topology.buffer so that nothing drops", stacklevel=2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
-from pathflow.models.parameters import Parameter
+from pathflow.models.parameters import Parameter, Presets
 from pathflow.models.registry import CONTROLS, DISCIPLINES
 
 __all__ = ["REFERENCE", "reference"]
@@ -76,19 +76,33 @@ name = "..."                   label for outputs
   sample     recording interval (default: up to 20000 samples)
   warmup     start of the steady window for statistics (default: a quarter of duration)
   precision  float64 (default) | float32
+  feedback_delay  round_trip (default): feedback returns one round trip, queueing included, late
+             | propagation: the base round trip only (the fixed loop delay of stability analyses)
 """
 
 
-def _describe(parameter: Parameter, indent: str) -> str:
-    """One parameter for the reference: meaning, default and allowed values, wrapped."""
+def _describe(parameter: Parameter, indent: str, preset: bool = False) -> str:
+    """One parameter for the reference: meaning, default and allowed values, wrapped; `preset`:
+    its owner's presets set what it leaves unset."""
     default = parameter.default
-    shown = ("required" if default is None and not parameter.optional
+    shown = ("default: the preset's" if default is None and preset and not parameter.optional
+             else "required" if default is None and not parameter.optional
              else "optional" if default is None
              else f"default {default:.6g}" if isinstance(default, float)
              else f"default {default!r}")
     text = f"{parameter.name:<10} {parameter.doc}; {parameter.allowed()}; {shown}"
     return textwrap.fill(text, 100, initial_indent=indent,
                          subsequent_indent=indent + " " * 11)
+
+
+def _presets(presets: Presets, indent: str) -> list[str]:
+    """The `preset` key of a model or discipline that has named presets."""
+    if not presets:
+        return []
+    names = " | ".join(presets)
+    return [textwrap.fill(f"{'preset':<10} {names}; default {next(iter(presets))!r}: the defaults "
+                          "of the keys below (any of them may be set)", 100,
+                          initial_indent=indent, subsequent_indent=indent + " " * 11)]
 
 
 def _vocabulary() -> dict[str, str]:
@@ -98,7 +112,8 @@ def _vocabulary() -> dict[str, str]:
     for name, kind in DISCIPLINES.items():
         if kind.parameters:
             aqm.append(f"  kind = {name!r}:")
-            aqm += [_describe(p, "    ") for p in kind.parameters]
+            aqm += _presets(kind.presets, "    ")
+            aqm += [_describe(p, "    ", bool(kind.presets)) for p in kind.parameters]
     transport = ["[transport]", f"  cc         {' | '.join(CONTROLS)} (default dctcp)",
                  '  mss        packet size on the wire, also the unit "pkt" (default "1500B")',
                  "  subflows   subflows per connection, 1..64 (default 1); more than one needs a "
@@ -110,7 +125,8 @@ def _vocabulary() -> dict[str, str]:
                  "(multi-homed hosts: topology.nics, or graph hosts with several links)"]
     for name, entry in CONTROLS.items():
         transport.append(f"  cc = {name!r}: {entry.summary}; {entry.sends}-based")
-        transport += [_describe(p, "    ") for p in entry.parameters]
+        transport += _presets(entry.model.presets, "    ")
+        transport += [_describe(p, "    ", bool(entry.model.presets)) for p in entry.parameters]
     return {"aqm": "\n".join(aqm), "transport": "\n".join(transport)}
 
 

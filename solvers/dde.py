@@ -27,17 +27,18 @@ One step from t to t + dt:
    losses thin all of a controller's downstream slots alike.
 4. Queues, marking and drops (`models.aqm`: the common projected queue, the discipline's
    marking and early-drop probabilities and queue measure), projected onto [0, B].
-5. Feedback. What a controller learns from this step (the mark and drop fractions along its paths,
-   1 - prod_h (1 - s_h) with s_h the share-weighted fraction at hop h, which is the split-weighted
-   1 - prod_l (1 - p_l) when at most one hop of each path marks, and its own sending rate) reaches
-   it one round trip later, at a = t + R(t): marks are applied on enqueue, so the marked packet
-   still waits through the current queues. The signals are written into a ring buffer of
-   `grid.history` steps at the slot of their arrival step, ceil(a / dt), kept nondecreasing per
-   controller (a packet never overtakes an earlier one); each step reads its own slot,
-   contiguously, and a controller keeps the last values it received while nothing new arrives (when
-   several steps' signals arrive within one step, the newest wins). Looking back by the current
-   RTT, t - R(t), would be wrong while queues grow faster than they drain: the look-back point then
-   stalls and congestion is never signalled.
+5. Feedback. What a controller learns from this step (the mark and drop fractions along its
+   paths, 1 - prod_h (1 - s_h) with s_h the share-weighted fraction at hop h, which is the
+   split-weighted 1 - prod_l (1 - p_l) when at most one hop of each path marks, and its own sending
+   rate) reaches it one round trip later, at a = t + R(t): marks are applied on enqueue, so the
+   marked packet still waits through the current queues (`Physics.feedback = "propagation"` files
+   it at the base round trip instead, the fixed loop delay of fluid-model stability analyses). The
+   signals are written into a ring buffer of `grid.history` steps at the slot of their arrival
+   step, ceil(a/dt), kept nondecreasing per controller (a packet never overtakes an earlier one);
+   each step reads its own slot, contiguously, and a controller keeps the last values it received
+   while nothing new arrives (when several steps' signals arrive within one step, the newest wins).
+   Looking back by the current RTT, t - R(t), would be wrong while queues grow faster than they
+   drain: the look-back point then stalls and congestion is never signalled.
 6. Controller states advance by Heun's method (explicit trapezoid, second order in the smooth
    state dependence) with the delayed signals held over the step, followed by the model's
    projection (floors, slow-start exit).
@@ -285,7 +286,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
 
     mark_loss = _path_signal(jnp.stack([mark, loss]), layout, widths)
     sent = jnp.stack([mark_loss[0], mark_loss[1], packets_per_s], axis=1)
-    feedback = _receive(_send_back(carry.feedback, carry.step, rtt, dt, sent), carry.step)
+    delay = rtt if physics.feedback == "round_trip" else layout.base_rtt
+    feedback = _receive(_send_back(carry.feedback, carry.step, delay, dt, sent), carry.step)
     seen_mark, seen_loss, acked = feedback.seen.T
     signals = Signals(rtt, seen_mark, seen_loss, acked, (nic_share >= 1.0).astype(rtt.dtype),
                       flow)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +43,9 @@ class Physics:
 
     model: CongestionModel
     discipline: QueueDiscipline
+    # what delays the feedback: the round trip at the current queues, or its propagation part
+    # alone (the loop delay held fixed, as fluid-model stability analyses assume)
+    feedback: Literal["round_trip", "propagation"] = "round_trip"
 
 
 class Problem(NamedTuple):

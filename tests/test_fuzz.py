@@ -74,7 +74,12 @@ RING_CSV = "src,dst\nh0,s0\nh1,s1\nh2,s2\ns0,s1\ns1,s2\ns2,s0\n"  # three switch
 
 @st.composite
 def aqms(draw: st.DrawFn) -> dict[str, Any]:
-    kind = draw(st.sampled_from(["droptail", "ecn_step", "red"]))
+    kind = draw(st.sampled_from(["droptail", "ecn_step", "red", "dcqcn"]))
+    if kind == "dcqcn":  # DCQCN's marker on its published defaults, or thresholds drawn
+        return {"kind": kind, **draw(st.fixed_dictionaries({}, optional={
+            "kmin": st.integers(0, 50).map(lambda n: f"{n}pkt"),
+            "pmax": st.sampled_from([0.01, 0.2, 1.0]),
+            "ramp": st.sampled_from(["standard", "extended"])}))}
     if kind == "ecn_step":
         return {"kind": kind, "threshold": f"{draw(st.integers(0, 200))}pkt"}
     if kind == "red":
@@ -102,7 +107,7 @@ def scenarios(draw: st.DrawFn, round_trips: float, packets: float) -> dict[str, 
                 "buffer": draw(st.one_of(st.integers(1, 10_000).map(lambda n: f"{n}pkt"),
                                          _quantity({"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9},
                                                    64, 1e9)))}
-    cc = draw(st.sampled_from(["reno", "dctcp", *MULTIPATH]))
+    cc = draw(st.sampled_from(["reno", "dctcp", "dcqcn", *MULTIPATH]))
     transport: dict[str, Any] = {"cc": cc, "mss": f"{draw(st.integers(64, 9000))}B"}
     if cc in MULTIPATH:
         transport["subflows"] = draw(st.integers(1, 8))

@@ -125,3 +125,12 @@ def test_bad_hamiltonian_input_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"^routing\.mode: hamiltonian needs every host on "
                                             r"one switch by one link; a has several$"):
         build_routes(two_nics, build_network(two_nics))
+
+
+def test_one_switch_has_nothing_to_balance() -> None:
+    """A star (one switch) has no switch link: every path is the switch alone (found by the
+    fuzz test, where the balancing divided by zero links)."""
+    star = Scenario.from_dict({"topology": {"kind": "star", "senders": 2},
+                               "routing": {"mode": "hamiltonian"}})
+    routes = build_routes(star, build_network(star))
+    assert [len(path) for path in routes.paths] == [2, 2]

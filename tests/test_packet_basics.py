@@ -121,6 +121,22 @@ def test_red_marks_or_drops_at_its_curve(ecn: bool) -> None:
     assert float(link.utilization.mean()) > 0.99
 
 
+def test_dcqcn_marking_follows_its_line_on_the_instantaneous_queue() -> None:
+    """Two DCTCP flows behind DCQCN's marker (Kmin 10, Kmax 40 packets, Pmax 0.1): the marked
+    fraction is pmax (q - Kmin) / (Kmax - Kmin) of the queue, nothing is dropped."""
+    scenario = star(2, rate="100Mbps", delay="62.5us", buffer="200pkt", duration="2s",
+                    transport={"cc": "dctcp"}).with_updates(
+        {"aqm.kind": "dcqcn", "aqm.kmin": "10pkt", "aqm.kmax": "40pkt", "aqm.pmax": 0.1})
+    ds = simulate_packets(scenario, sample_interval=1e-3)
+    link = ds.sel(link="s0->r0").sel(time=ds.time > 0.5)
+    assert float(link.drops.max()) == 0.0
+    queue = link.queue.values / PACKET
+    expected = float(np.mean(0.1 * np.clip(queue - 10, 0, None) / 30))
+    fraction = float(link.marks.mean() / link.link_arrival.mean())
+    assert fraction == pytest.approx(expected, rel=0.3)
+    assert float(link.utilization.mean()) > 0.99
+
+
 @pytest.mark.parametrize("ack_ratio", [1, 2])
 def test_window_grows_one_segment_per_ack_ratio_rtts(ack_ratio: int) -> None:
     """Congestion avoidance from the start (ssthresh = 10 packets) into a 2000-packet queue

@@ -2,6 +2,7 @@
 (`pathflow.validation.registry`), in the order of the report.
 
 - `closed_forms`: the fluid model against DCTCP's sawtooth analysis and Reno's equilibrium.
+- `dcqcn`: DCQCN's fluid model against its own fixed point and the published stability results.
 - `measured`: the fluid model and the packet-level simulator against the hardware DCTCP trace.
 - `ns3`: the fluid model and the packet-level simulator against ns-3.
 - `packet`: the fluid model against the packet-level reference (the error table of issue 3).
@@ -15,7 +16,7 @@
 from importlib import import_module
 
 # report order
-MODULES = ("closed_forms", "measured", "ns3", "packet", "calibration", "mptcp", "mesh")
+MODULES = ("closed_forms", "dcqcn", "measured", "ns3", "packet", "calibration", "mptcp", "mesh")
 
 for _module in MODULES:
     import_module(f"{__name__}.{_module}")

@@ -73,9 +73,9 @@ Scope and limitations
 ---------------------
 No SACK scoreboard (NewReno recovers one hole per round trip; after a slow-start overshoot into
 a large drop-tail buffer that takes long); no handshake (flows start established, RTO seeded
-with the path's base RTT); no pacing, TSO/GRO or interrupt coalescing; no PFC or DCQCN yet
-(room for both: an AQM code in `aqm`, a pause state consulted in `links.start_transmission`,
-rate-based senders through `SF_NEXT_SEND` and `cc.on_timer`); a sender's paths must leave its
+with the path's base RTT); no pacing of TCP, TSO/GRO or interrupt coalescing; DCQCN
+(`dcqcn.py`: paced senders, CNPs from the receiver, DCQCN's marking in `aqm`) but no PFC yet
+(room: a pause state consulted in `links.start_transmission`); a sender's paths must leave its
 host by one link; a window cannot exceed the receive ring (4 x the largest path's BDP plus
 buffers); RED marks each arrival independently (no count-based spacing); ACKs of ECN-capable
 flows are ECN-capable (Linux DCTCP), so a congested step marker marks rather than drops them.

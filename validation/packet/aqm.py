@@ -16,9 +16,12 @@ backlog before the packet joins it (bytes waiting, the packet in service not cou
 A congested ECN-capable packet is marked, any other congested packet dropped. The buffer limit
 applies after marking (a marked packet that does not fit is dropped).
 
-Room for later disciplines: DCQCN's Kmin/Kmax/Pmax is RED on the instantaneous backlog (weight 1)
-with its own thresholds, a new AQM_* code with a branch in `congested`; PFC is not an admission
-decision but a per-port pause state that `links.start_transmission` will consult.
+- DCQCN (Kmin, Kmax, Pmax): RED on the instantaneous backlog, congested with probability
+  pmax (q - kmin) / (kmax - kmin) above Kmin and always above Kmax, or, with the extended ramp,
+  with that line's probability (capped at 1) above Kmax too (`models.aqm.DcqcnMarking`).
+
+Room for later: PFC is not an admission decision but a per-port pause state that
+`links.start_transmission` will consult.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 
 from pathflow.validation.packet.jit import kernel
 from pathflow.validation.packet.layout import (
+    AQM_DCQCN,
     AQM_ECN_STEP,
     AQM_RED,
     LF_BACKLOG,
@@ -36,6 +40,7 @@ from pathflow.validation.packet.layout import (
     LF_RED_AVG,
     LI_AQM,
     LP_BUFFER,
+    LP_EXTENDED,
     LP_RATE,
     LP_RED_MAX,
     LP_RED_MIN,
@@ -76,6 +81,15 @@ def _congested(links, port: int, now: float, idle: bool, packet: float) -> bool:
         if avg >= high:
             return True
         return np.random.random() < lp[port, LP_RED_PMAX] * (avg - low) / (high - low)
+    if kind == AQM_DCQCN:
+        backlog = links.f[port, LF_BACKLOG]
+        low, high = lp[port, LP_RED_MIN], lp[port, LP_RED_MAX]
+        if backlog <= low:
+            return False
+        line = lp[port, LP_RED_PMAX] * (backlog - low) / max(high - low, 1e-30)
+        if backlog > high and lp[port, LP_EXTENDED] == 0.0:
+            return True
+        return np.random.random() < line
     return False
 
 

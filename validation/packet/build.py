@@ -100,13 +100,20 @@ def packet_senders(scenario: Scenario) -> list[str]:
     return names
 
 
+# what the simulator's window fields hold where no group has a window (rate-based senders)
+_NO_WINDOW = {"ack_ratio": 1.0, "init_cwnd": 10.0, "min_cwnd": 2.0, "ssthresh": math.inf}
+
+
 def window_values(scenario: Scenario) -> dict[str, float]:
     """The window parameters of the senders, which the simulator holds once for all: traffic
-    groups must agree on those their controls have (`g` is DCTCP's alone)."""
+    groups must agree on those their controls have (`g` is DCTCP's alone; DCQCN's are its
+    senders' own, `_rate_parameters`)."""
     packet_senders(scenario)
     values: dict[str, float] = {}
     where: dict[str, str] = {}
     for group in scenario.si.groups:
+        if CONTROLS[group.transport.cc].sends == "rate":
+            continue
         for name in ("ack_ratio", "init_cwnd", "min_cwnd", "ssthresh", "g"):
             if name not in group.transport.parameters:
                 continue
@@ -116,7 +123,7 @@ def window_values(scenario: Scenario) -> dict[str, float]:
                                     f"one {name} for every group ({value:g} here, "
                                     f"{values[name]:g} in {where[name]})")
             where.setdefault(name, group.where or "transport")
-    return values
+    return {**_NO_WINDOW, **values}
 
 
 def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Links:
@@ -129,10 +136,11 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
     param[:, L.LP_DELAY] = [link.delay for link in network.links]
     param[:, L.LP_BUFFER] = [link.buffer for link in network.links]
     param[:, L.LP_THRESHOLD] = aqm.get("threshold", math.inf)
-    param[:, L.LP_RED_MIN] = aqm.get("min", math.inf)
-    param[:, L.LP_RED_MAX] = aqm.get("max", math.inf)
+    param[:, L.LP_RED_MIN] = aqm.get("min", aqm.get("kmin", math.inf))
+    param[:, L.LP_RED_MAX] = aqm.get("max", aqm.get("kmax", math.inf))
     param[:, L.LP_RED_PMAX] = aqm.get("pmax", 1.0)
     param[:, L.LP_RED_WEIGHT] = aqm.get("weight", 1.0)
+    param[:, L.LP_EXTENDED] = float(aqm.get("ramp") == "extended")
     state = np.zeros((n, L.N_LI), np.int64)
     state[:, L.LI_NIC] = nic
     state[:, L.LI_AQM] = np.where(nic == 1, L.AQM_NONE, L.AQM_CODES[scenario.si.aqm.kind])
@@ -141,6 +149,30 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
     first = np.searchsorted(sender_nic[order], np.arange(n + 1)).astype(np.int64)
     return L.Links(param=param, f=np.zeros((n, L.N_LF)), i=state, nic_first=first,
                    nic_senders=order.astype(np.int64))
+
+
+# DCQCN's parameters (models/dcqcn.py: packets, packets/s, s) -> sender columns (bytes, s)
+_DCQCN_COLUMNS = {"line_rate": L.SF_LINE_RATE, "min_rate": L.SF_MIN_RATE, "rai": L.SF_RAI,
+                  "byte_counter": L.SF_BYTE_COUNTER, "timer": L.SF_TIMER,
+                  "cnp_interval": L.SF_CNP_INTERVAL, "min_time_between_cnps": L.SF_CNP_GAP,
+                  "alpha_interval": L.SF_ALPHA_INTERVAL, "g": L.SF_G, "stages": L.SF_STAGES}
+_IN_PACKETS = ("line_rate", "min_rate", "rai", "byte_counter")
+
+
+def _rate_parameters(scenario: Scenario, network: Network, routes: Routes, sf: np.ndarray,
+                     si: np.ndarray) -> None:
+    """Each DCQCN sender's parameters from its group (line rate: its NIC's, unless given)."""
+    mss = scenario.si.transport.mss
+    for s, f in enumerate(routes.subflow_flow):
+        if si[s, L.SI_CC] != L.CC_DCQCN:
+            continue
+        given = scenario.si.groups[routes.flows[f].group].transport.parameters
+        for name, column in _DCQCN_COLUMNS.items():
+            value = given[name]
+            if value is None:  # line_rate: the NIC's
+                sf[s, column] = network.links[si[s, L.SI_NIC]].capacity
+            else:
+                sf[s, column] = float(value) * (mss if name in _IN_PACKETS else 1.0)
 
 
 def _check_memory(pool: int, heap: int, scale: int) -> None:
@@ -263,6 +295,7 @@ def build(scenario: Scenario, options: Options) -> Built:
     sf[:, L.SF_SSTHRESH] = cfg.ssthresh
     sf[:, L.SF_ALPHA] = 1.0  # DCTCP alpha on init (Linux, ns-3)
     sf[:, L.SF_RTT_LAST] = math.nan
+    _rate_parameters(scenario, network, routes, sf, si)
     senders = L.Senders(f=sf, i=si, paths=np.arange(len(routes.paths), dtype=np.int64),
                         cumweight=cumweight, path_sent=np.zeros(len(routes.paths)),
                         sent_at=np.zeros((n_subflows, ring)),
@@ -271,6 +304,7 @@ def build(scenario: Scenario, options: Options) -> Built:
     ri[:, L.RI_PATH] = path_first[:-1]
     rf = np.zeros((n_subflows, L.N_RF))
     rf[:, L.RF_COMPLETION] = math.inf
+    rf[:, L.RF_LAST_CNP] = -math.inf
     receivers = L.Receivers(i=ri, f=rf, have=np.zeros((n_subflows, ring), np.int8))
 
     switch_buffers = sum(link.buffer for link in network.links if link.src not in network.hosts)

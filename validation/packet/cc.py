@@ -11,10 +11,13 @@ echo. It asks this module six questions, each dispatched on the sender's `SI_CC`
 - `loss_factor(sim, s)`: multiplicative decrease on a loss (fast retransmit or timeout);
 - `on_congestion(sim, s)`: the sender enters Recovery, Loss or CWR (Linux's set_state hook;
   OLIA's loss-interval bookkeeping);
-- `on_timer(sim, s, now)`: algorithm timers (none for Reno, DCTCP and MPTCP).
+- `on_timer(sim, s, now)`: algorithm timers (none for Reno, DCTCP and MPTCP; DCQCN's alpha
+  and rate-increase timers).
 
 Adding an algorithm is adding its functions and a branch per question. DCQCN's rate-based
-reaction point will use `on_timer` and `SF_NEXT_SEND` (pacing) instead of a window.
+reaction point (`dcqcn.py`) paces by `SF_NEXT_SEND` instead of a window: `rate_based` tells the
+sender, which then hands it CNPs (ECN echoes) and the packets it sends, and never cuts a window
+for it (loss and mark factors 1).
 
 Window growth follows the fluid model's `ack_ratio` b (segments per window-increase event):
 b = 1 grows by the segments each ACK acknowledges (Linux, ns-3 TcpLinuxReno: +1 segment per
@@ -57,10 +60,12 @@ Reno's do (Linux's coupled modules count one event per ACK, i.e. b = the delayed
 
 from __future__ import annotations
 
+from pathflow.validation.packet import dcqcn
 from pathflow.validation.packet.jit import kernel, outlined
 from pathflow.validation.packet.layout import (
     CA_RECOVERY,
     CC_BALIA,
+    CC_DCQCN,
     CC_DCTCP,
     CC_LIA,
     CC_OLIA,
@@ -87,7 +92,7 @@ from pathflow.validation.packet.layout import (
     SI_UNA,
 )
 
-__all__ = ["loss_factor", "mark_factor", "on_ack", "on_congestion", "on_timer",
+__all__ = ["loss_factor", "mark_factor", "on_ack", "on_congestion", "on_timer", "rate_based",
            "window_increase"]
 
 
@@ -255,6 +260,12 @@ def _balia_factor(sim, s: int) -> float:
 
 # --- dispatch -----------------------------------------------------------------------------------
 @kernel
+def rate_based(sim, s: int) -> bool:
+    """Whether sender s paces at a rate of its own (DCQCN) rather than by a window."""
+    return sim.senders.i[s, SI_CC] == CC_DCQCN
+
+
+@kernel
 def on_ack(sim, s: int, acked: int, ece: int, ack: int) -> None:
     if sim.senders.i[s, SI_CC] == CC_DCTCP:
         dctcp_on_ack(sim, s, acked, ece, ack)
@@ -263,6 +274,9 @@ def on_ack(sim, s: int, acked: int, ece: int, ack: int) -> None:
 @kernel
 def window_increase(sim, s: int, acked: int) -> None:
     code = sim.senders.i[s, SI_CC]
+    if code == CC_DCQCN:
+        sim.senders.f[s, SF_CWND] = float(sim.cfg.ring)  # no window (a timeout set it to 1)
+        return
     coupled = code in (CC_LIA, CC_OLIA, CC_BALIA) and not _single(sim, s)
     _grow(sim, s, acked, coupled)  # Reno, DCTCP and uncoupled subflows grow alike
 
@@ -271,6 +285,8 @@ def window_increase(sim, s: int, acked: int) -> None:
 def loss_factor(sim, s: int) -> float:
     if sim.senders.i[s, SI_CC] == CC_BALIA and not _single(sim, s):
         return _balia_factor(sim, s)
+    if sim.senders.i[s, SI_CC] == CC_DCQCN:
+        return 1.0  # its rate reacts to CNPs only
     return 0.5  # Reno, DCTCP (Linux's dctcp_react_to_loss), LIA, OLIA, uncoupled halve
 
 
@@ -279,6 +295,8 @@ def mark_factor(sim, s: int) -> float:
     code = sim.senders.i[s, SI_CC]
     if code == CC_DCTCP:
         return 1.0 - sim.senders.f[s, SF_ALPHA] / 2.0
+    if code == CC_DCQCN:
+        return 1.0
     if code == CC_BALIA:
         return loss_factor(sim, s)  # Linux: an ECN echo sets ssthresh as a loss does
     return 0.5  # RFC 3168: an ECN echo is treated as a loss
@@ -298,5 +316,6 @@ def on_congestion(sim, s: int) -> None:
 
 @kernel
 def on_timer(sim, s: int, now: float) -> None:
-    """Algorithm timers (DCQCN's alpha and rate-increase timers will live here)."""
-    return
+    """Algorithm timers: DCQCN's alpha and rate-increase timers."""
+    if sim.senders.i[s, SI_CC] == CC_DCQCN:
+        dcqcn.on_timer(sim, s, now)

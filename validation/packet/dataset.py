@@ -83,8 +83,14 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         "lost": rs[:, :, L.RS_DROPPED],
     }
     is_dctcp = si[:, L.SI_CC] == L.CC_DCTCP
-    if np.any(is_dctcp):
-        variables["alpha"] = np.where(is_dctcp, rs[:, :, L.RS_ALPHA], np.nan)
+    is_dcqcn = si[:, L.SI_CC] == L.CC_DCQCN
+    if np.any(is_dctcp | is_dcqcn):
+        variables["alpha"] = np.where(is_dctcp | is_dcqcn, rs[:, :, L.RS_ALPHA], np.nan)
+    if np.any(is_dcqcn):  # a rate-based sender: its rates, and no window
+        variables["current_rate"] = np.where(is_dcqcn, rs[:, :, L.RS_RC], np.nan)
+        variables["target_rate"] = np.where(is_dcqcn, rs[:, :, L.RS_RT], np.nan)
+        for name in ("cwnd", "ssthresh", "slow_start"):
+            variables[name] = np.where(is_dcqcn, np.nan, variables[name])
     extra: dict[str, Field] = {}
     is_olia = si[:, L.SI_CC] == L.CC_OLIA
     if np.any(is_olia):

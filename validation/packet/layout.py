@@ -42,28 +42,30 @@ CA_RECOVERY = 2  # NewReno fast recovery
 CA_LOSS = 3  # after a retransmission timeout: slow start from one segment, go-back-N
 
 # congestion-control codes (cc.py dispatches on them)
-CC_RENO, CC_DCTCP, CC_LIA, CC_OLIA, CC_BALIA, CC_UNCOUPLED = 0, 1, 2, 3, 4, 5
+CC_RENO, CC_DCTCP, CC_LIA, CC_OLIA, CC_BALIA, CC_UNCOUPLED, CC_DCQCN = 0, 1, 2, 3, 4, 5, 6
 CC_CODES = {"reno": CC_RENO, "dctcp": CC_DCTCP, "lia": CC_LIA, "olia": CC_OLIA,
-            "balia": CC_BALIA, "uncoupled": CC_UNCOUPLED}
+            "balia": CC_BALIA, "uncoupled": CC_UNCOUPLED, "dcqcn": CC_DCQCN}
 
 # window growth per acknowledgement (see cc._grow)
 GROW_PER_SEGMENT = 0  # Linux / ns-3 TcpLinuxReno: by the segments acknowledged (ack_ratio = 1)
 GROW_PER_ACK = 1  # ns-3 TcpNewReno: once per ACK (ack_ratio = delayed-ACK count)
 GROW_FRACTIONAL = 2  # any other ack_ratio b: acknowledged segments / b
 
-AQM_NONE, AQM_ECN_STEP, AQM_RED = 0, 1, 2  # AQM codes (aqm.py)
-AQM_CODES = {"droptail": AQM_NONE, "ecn_step": AQM_ECN_STEP, "red": AQM_RED}
+AQM_NONE, AQM_ECN_STEP, AQM_RED, AQM_DCQCN = 0, 1, 2, 3  # AQM codes (aqm.py)
+AQM_CODES = {"droptail": AQM_NONE, "ecn_step": AQM_ECN_STEP, "red": AQM_RED,
+             "dcqcn": AQM_DCQCN}
 
 # --- links: parameters (float) ----------------------------------------------------------------
 LP_RATE = 0  # bytes/s
 LP_DELAY = 1  # s, propagation
 LP_BUFFER = 2  # bytes of waiting room (the packet in service not counted)
 LP_THRESHOLD = 3  # bytes, ECN-step K
-LP_RED_MIN = 4  # bytes
-LP_RED_MAX = 5  # bytes
+LP_RED_MIN = 4  # bytes (DCQCN: Kmin)
+LP_RED_MAX = 5  # bytes (DCQCN: Kmax)
 LP_RED_PMAX = 6
 LP_RED_WEIGHT = 7  # EWMA weight per arrival
-N_LP = 8
+LP_EXTENDED = 8  # DCQCN: 1 where the marking ramp goes on past Kmax
+N_LP = 9
 # links: state (float)
 LF_BACKLOG = 0  # bytes waiting
 LF_TX_START = 1  # s, when the packet in service started
@@ -147,7 +149,27 @@ SF_PRIOR_SSTHRESH = 20
 SF_DROPPED = 21  # packets of this sender (data and its ACKs) dropped in the network
 SF_EPISODE_START = 22  # s, when the last fast recovery began
 SF_CONN_LAST_BYTES = 23  # wire bytes of the last segment of its (finite) connection
-N_SF = 24
+# DCQCN's reaction point (cc.py): parameters (bytes, bytes/s, s) and state
+SF_LINE_RATE = 24  # bytes/s
+SF_MIN_RATE = 25
+SF_RAI = 26  # bytes/s: additive increase of the target rate
+SF_BYTE_COUNTER = 27  # bytes between byte-counter expiries
+SF_TIMER = 28  # s: rate-increase timer
+SF_CNP_INTERVAL = 29  # s: at most one rate cut per period
+SF_ALPHA_INTERVAL = 30  # s: alpha update period
+SF_G = 31  # alpha's gain
+SF_STAGES = 32  # F: fast-recovery stages
+SF_RC = 33  # bytes/s: current rate
+SF_RT = 34  # bytes/s: target rate
+SF_BYTES_SENT = 35  # bytes since the byte counter last expired (or the last cut)
+SF_ALPHA_DUE = 36  # s: next alpha update
+SF_INCREASE_DUE = 37  # s: next rate-increase timer expiry
+SF_CNP_SEEN = 38  # 1 if a CNP arrived in the current alpha period
+SF_LAST_CUT = 39  # s: the last rate cut
+SF_CNP_GAP = 40  # s: the receiver's least time between CNPs of this flow (receiver.py)
+SF_PACE_FROM = 41  # s: where the gap after the last data packet started (pacing)
+SF_PACE_BYTES = 42  # bytes of that packet: NEXT_SEND = PACE_FROM + PACE_BYTES / R_C
+N_SF = 43
 # senders: int
 SI_PHASE = 0  # WAITING / RUNNING / DONE
 SI_CA = 1  # CA_* state
@@ -180,7 +202,9 @@ SI_CONN_SEGMENTS = 26  # segments in its connection (huge for an endless flow)
 SI_CONN_UNASSIGNED = 27  # first subflow's row: segments no subflow has taken yet
 SI_OLIA_LOSS1 = 28  # OLIA: UNA at the loss event before last (Linux's mptcp_loss1)
 SI_OLIA_LOSS2 = 29  # OLIA: UNA at the last loss event (mptcp_loss2; UNA is mptcp_loss3)
-N_SI = 30
+SI_STAGE_TIMER = 30  # DCQCN: timer expiries since the last cut
+SI_STAGE_BYTES = 31  # DCQCN: byte-counter expiries since the last cut
+N_SI = 32
 
 # --- receivers ---------------------------------------------------------------------------------
 RI_NXT = 0  # next in-order segment expected
@@ -192,7 +216,8 @@ RI_CONN_DELIVERED = 5  # first subflow's row: segments of its connection deliver
 N_RI = 6
 RF_DELIVERED = 0  # bytes delivered in order to the application
 RF_COMPLETION = 1  # s, when the connection's last byte was delivered (inf until then)
-N_RF = 2
+RF_LAST_CNP = 2  # s, when the notification point last sent a CNP (DCQCN; -inf: never)
+N_RF = 3
 
 # --- recorder columns ------------------------------------------------------------------------
 RL_QUEUE = 0  # bytes at the sample instant
@@ -212,7 +237,9 @@ RS_SENT = 5  # cumulative bytes
 RS_DROPPED = 6  # cumulative packets
 RS_SINCE_LOSS = 7  # OLIA: segments acknowledged since the last loss event
 RS_LAST_INTERVAL = 8  # OLIA: segments acknowledged between the two loss events before
-N_RS = 9
+RS_RC = 9  # DCQCN: current rate, bytes/s
+RS_RT = 10  # DCQCN: target rate, bytes/s
+N_RS = 11
 
 # --- global counters and status (Sim.ctl) ------------------------------------------------------
 CTL_HEAP_SIZE = 0

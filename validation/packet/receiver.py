@@ -9,6 +9,9 @@
   bit changes while an ACK is being delayed, the pending segments are acknowledged at once with
   the old value (DCTCP's receiver state machine, RFC 8257 section 3.2; ns-3 TcpDctcp). Classic
   ECN senders (Reno) react once per window whichever echo scheme the receiver uses.
+- DCQCN's notification point: a CE-marked arrival makes the receiver send a CNP (an ACK with
+  ECE, at once) unless it sent one less than `min_time_between_cnps` ago (per flow); no other
+  ACK of a DCQCN flow echoes anything.
 - Every ACK is `ack_bytes` on the wire and returns along the reverse of the path of the data
   packet that triggered it.
 - MPTCP: one receiver per subflow (its own in-order delivery and ACKs). The connection's
@@ -26,19 +29,23 @@ from pathflow.validation.packet.events import arm_timer, cancel_timer
 from pathflow.validation.packet.jit import kernel
 from pathflow.validation.packet.layout import (
     ACK,
+    CC_DCQCN,
     PI_REVERSE,
     PI_START,
     PK_DSACK,
     PK_ECE,
     RF_COMPLETION,
     RF_DELIVERED,
+    RF_LAST_CNP,
     RI_CE,
     RI_CONN_DELIVERED,
     RI_NXT,
     RI_OOO,
     RI_PATH,
     RI_PENDING,
+    SF_CNP_GAP,
     SF_LAST_BYTES,
+    SI_CC,
     SI_CONN_END,
     SI_CONN_FIRST,
     SI_CONN_SEGMENTS,
@@ -92,6 +99,12 @@ def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
     ri, have, cfg = sim.receivers.i, sim.receivers.have, sim.cfg
     ecn = sim.senders.i[s, SI_ECT] != 0
     ri[s, RI_PATH] = path
+    if sim.senders.i[s, SI_CC] == CC_DCQCN:  # notification point: a CNP, or no echo at all
+        ecn = False
+        rf = sim.receivers.f
+        if ce and now - rf[s, RF_LAST_CNP] >= sim.senders.f[s, SF_CNP_GAP]:
+            rf[s, RF_LAST_CNP] = now
+            send_ack(sim, s, 1, 0, now)
     if ecn and ce != ri[s, RI_CE]:
         if ri[s, RI_PENDING] > 0:
             send_ack(sim, s, ri[s, RI_CE], 0, now)  # acknowledge the pending data, old echo

@@ -36,6 +36,8 @@ from pathflow.validation.packet.layout import (
     RS_DELIVERED,
     RS_DROPPED,
     RS_LAST_INTERVAL,
+    RS_RC,
+    RS_RT,
     RS_RTT,
     RS_SENT,
     RS_SINCE_LOSS,
@@ -43,6 +45,8 @@ from pathflow.validation.packet.layout import (
     SF_ALPHA,
     SF_CWND,
     SF_DROPPED,
+    SF_RC,
+    SF_RT,
     SF_RTT_COUNT,
     SF_RTT_LAST,
     SF_RTT_SUM,
@@ -94,6 +98,8 @@ def record(sim, k: int, now: float) -> None:
         out[s, RS_CWND] = sf[s, SF_CWND] * cfg.mss
         out[s, RS_SSTHRESH] = sf[s, SF_SSTHRESH] * cfg.mss
         out[s, RS_ALPHA] = sf[s, SF_ALPHA]
+        out[s, RS_RC] = sf[s, SF_RC]
+        out[s, RS_RT] = sf[s, SF_RT]
         if sf[s, SF_RTT_COUNT] > 0:
             out[s, RS_RTT] = sf[s, SF_RTT_SUM] / sf[s, SF_RTT_COUNT]
         else:

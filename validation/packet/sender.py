@@ -33,6 +33,10 @@ that shape queues at packet level:
   if it strikes in the Open state (Linux: a window already reduced in recovery or CWR, or by
   an earlier timeout, is not reduced again), cwnd = 1 segment, go-back-N from UNA.
 
+A rate-based sender (DCQCN, `dcqcn.py`) has no window: it sends when its pacing allows, its
+ECN echoes are CNPs to its reaction point, and losses are repaired as above without cutting
+anything.
+
 The connection is taken as established when the flow starts (no handshake); the RTT estimator
 starts from the path's base RTT, the sample a handshake would have given.
 
@@ -52,7 +56,7 @@ import math
 
 import numpy as np
 
-from pathflow.validation.packet import cc
+from pathflow.validation.packet import cc, dcqcn
 from pathflow.validation.packet.events import arm_timer, cancel_timer, push_event
 from pathflow.validation.packet.jit import kernel
 from pathflow.validation.packet.layout import (
@@ -135,6 +139,8 @@ def start_flow(sim, s: int, now: float) -> None:
     f[s, SF_CWND] = cfg.init_cwnd
     f[s, SF_SSTHRESH] = cfg.ssthresh
     _update_rto(sim, s, f[s, SF_BASE_RTT])
+    if cc.rate_based(sim, s):
+        dcqcn.start(sim, s, now)
 
 
 @kernel
@@ -222,6 +228,8 @@ def emit(sim, s: int, now: float) -> int:
     if i[s, SI_CA] == CA_CWR:
         f[s, SF_PRR_OUT] += 1.0
     f[s, SF_SENT_BYTES] += size
+    if cc.rate_based(sim, s):
+        dcqcn.on_sent(sim, s, size, now)
     if sim.timers[s, TM_DEADLINE] == math.inf:  # RFC 6298 (5.1): start the timer if it is off
         arm_timer(sim, s, now + f[s, SF_RTO])
     return p
@@ -361,7 +369,10 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
     if i[s, SI_CA] == CA_CWR and ack > i[s, SI_RECOVER]:
         i[s, SI_CA] = CA_OPEN  # everything sent before the reduction is acknowledged (ns-3)
         f[s, SF_CWND] = f[s, SF_SSTHRESH]
-    if acked > 0 and ece and i[s, SI_ECT] and i[s, SI_CA] == CA_OPEN:
+    if cc.rate_based(sim, s):
+        if ece:
+            dcqcn.on_cnp(sim, s, now)  # every echo is a CNP (receiver.py paces them)
+    elif acked > 0 and ece and i[s, SI_ECT] and i[s, SI_CA] == CA_OPEN:
         _on_ecn_echo(sim, s)
     i[s, SI_UNA] = ack
     if i[s, SI_NXT] < ack:

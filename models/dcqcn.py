@@ -1,0 +1,227 @@
+"""DCQCN fluid model: the rate-based congestion control of RoCEv2 NICs.
+
+Model
+-----
+The per-flow fluid model of Zhu et al. (CoNEXT 2016) of DCQCN's reaction point (Zhu et al.,
+SIGCOMM 2015). A sender keeps a current rate R_C, a target rate R_T (packets/s) and alpha, its
+estimate of congestion. The switch marks packets with probability p(q) (`models.aqm.DcqcnMarking`:
+0 below Kmin, linear to Pmax at Kmax); the receiver (notification point) turns marks into
+congestion notification packets (CNPs), at most one per flow per `cnp_interval` tau. With p and
+R_C* = R_C(t - tau*) as the sender sees them one feedback delay late (p is the path's marked
+fraction, R_C* the rate whose acknowledgements arrive now):
+
+    a = 1 - (1-p)^(tau R_C*)         probability of at least one CNP in a period tau
+    b = p / ((1-p)^(-B) - 1)          byte-counter expiries per packet (B: byte counter)
+    d = p / ((1-p)^(-T R_C*) - 1)     timer expiries per packet (T: rate-increase timer)
+    c = (1-p)^(F B) b,  e = (1-p)^(F T R_C*) d   the expiries past F fast-recovery stages
+
+    dalpha/dt = g/tau' ((1 - (1-p)^(tau' R_C*)) - alpha)
+    dR_T/dt   = -(R_T - R_C)/tau a + R_AI R_C* (c + e)
+    dR_C/dt   = -R_C alpha/(2 tau) a + (R_T - R_C)/2 R_C* (b + d)
+
+A CNP cuts R_C by alpha/2 and remembers it in R_T; each byte-counter or timer expiry moves R_C
+halfway to R_T (fast recovery) and, past F expiries without a CNP, raises R_T by R_AI (additive
+increase). The products R_C* b and R_C* d are evaluated in a form that stays finite in every limit
+(p -> 0: R_C* b -> R_C*/B, R_C* d -> 1/T; R_C* -> 0; p -> 1), so values and gradients are finite.
+R_C and R_T start at the line rate (a new queue pair sends at line rate), alpha at 1 (ConnectX
+`initial_alpha_value` = 1023/1024), and both rates stay within [min_rate, line_rate].
+
+Fixed point (validation/cases/dcqcn.py solves it): N flows on a link of C packets/s settle at
+R_C = C/N; with R_T - R_C = tau R_AI R_C (c + e)/a from dR_T/dt = 0, dR_C/dt = 0 leaves one
+equation in p, alpha(p) a(p)^2 = tau^2 R_AI R_C (c + e)(b + d) with alpha(p) = 1 - (1-p)^(tau' R_C),
+and the queue follows from the marking curve. The paper's approximation for small p is
+p* ~ cbrt(R_AI N^2 / (tau' C^2) (1/B + N/(T C))^2).
+
+Parameters
+----------
+Presets (`[transport] preset`, every value overridable):
+
+- ``conext2016`` (default): the published fluid defaults (the CoNEXT 2016 authors' fluid code):
+  tau = 50 us, tau' = 55 us, g = 1/256, F = 5, B = 10 MB, T = 55 us, R_AI = 40 Mb/s; the
+  receiver's CNP interval 50 us (DCQCN's notification point).
+- ``cx4``: the ConnectX-4 values written by the seed 001 testbed scripts
+  (validation/data/dcqcn_testbed/README.md): rate_reduce_monitor_period tau = 4 us (the NIC cuts at
+  most once per period), min_time_between_cnps = 0 (a CNP per marked packet), rpg_time_reset
+  T = 300 us, rpg_byte_reset B = 32767 B, rpg_threshold F = 5, rpg_ai_rate R_AI = 5 Mb/s. The alpha
+  update
+  (dce_tcp_g = 4 and dce_tcp_rtt, "meaning unresolved" in the testbed notes) keeps DCQCN's
+  published g = 1/256 and tau' = 55 us, to be calibrated against the testbed. Read with NVIDIA's
+  formula (alpha <- (G/1024) alpha + (1 - G/1024) per 1 us period), G = 4 makes alpha forget a
+  CNP within a microsecond, so the cuts vanish and neither engine converges on an 8:1 incast:
+  not what the testbed measured at small N.
+- ``hpcc``: DCQCN as the HPCC paper (Li et al. SIGCOMM 2019) configures it, scaled to the link
+  rate C (`topology.link_rate`): timers tau' = 1 us, tau = 4 us, T = 300 us,
+  R_AI = 5 Mb/s x C/25G; g, F and B as conext2016, a CNP per marked packet as ConnectX's.
+
+The receiver's `min_time_between_cnps` matters at packet level only: the fluid model's CNPs are
+its rate cuts, at most one per tau, which holds while min_time_between_cnps <= tau.
+
+line_rate: the sender's NIC rate unless given. min_rate: 1 Mb/s (ConnectX `rpg_min_rate`), also
+the numerical floor.
+
+Scope and limitations
+---------------------
+Mean field: a flow's rate is the expectation over CNP arrivals, so flows with equal parameters
+and paths stay identical (real flows desynchronise). No hyper increase (DCQCN raises R_T by R_HAI
+once both counters pass F; the published fluid model leaves it out, as does this one). Losses
+are ignored: a DCQCN network is lossless (PFC), which is not modelled yet, nor is the NIC's CNP
+capacity shared by the flows of one receiver (issue 10); size buffers so that nothing drops. The
+feedback delay is the solver's round trip, base plus queueing, where the paper's analysis holds
+it fixed (`run.feedback_delay = "propagation"` holds it too). The packet-level counterpart is
+validation/packet/dcqcn.py.
+
+Validation
+----------
+Validation cases (validation/cases/dcqcn.py, run as tests by tests/test_validation.py):
+`dcqcn_fixed_point`, the simulated rate, marking probability and queue against the fixed point
+of the steady-state equations solved with a root finder (within 2 %, N in {2, 10}, conext2016,
+40 Gb/s), with the paper's cube-root approximation reported; `dcqcn_stability`, the published
+stability result with the loop delay held at 85 us (`run.feedback_delay = "propagation"`): the
+queue of N = 10 oscillates with sustained amplitude, N = 2 settles (to within +-10 %: 85 us is
+close to its own critical delay here), N = 64 settles at the paper's fixed point only with the
+marking line extended past Kmax; `dcqcn_fluid_packet`, 8:1 and 64:1 incasts at 10 Gb/s against
+the packet level (conext2016 and cx4: claimed at 8:1, the 64:1 queues reported).
+tests/test_dcqcn.py: presets, errors, units of the results, alpha's decay in both engines.
+
+References
+----------
+Y. Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015.
+Y. Zhu, M. Ghobadi, V. Misra, J. Padhye, "ECN or Delay: Lessons Learnt from Analysis of DCQCN and
+TIMELY", CoNEXT 2016.
+NVIDIA, "DCQCN CC Parameters" (ConnectX-4 and later), networking-docs.nvidia.com.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from pathflow.models.base import Array, CongestionModel, Signals, State
+from pathflow.models.parameters import Parameter, Presets
+
+__all__ = ["Dcqcn", "DcqcnParams"]
+
+_TINY = 1e-30
+_SURE = 1.0 - 1e-12  # p is kept below 1 so that log(1 - p) stays finite
+
+
+class DcqcnParams(NamedTuple):
+    line_rate: Array  # packets/s
+    min_rate: Array  # packets/s
+    cnp_interval: Array  # s, tau
+    min_time_between_cnps: Array  # s (the packet-level notification point's)
+    alpha_interval: Array  # s, tau'
+    g: Array
+    stages: Array  # F
+    byte_counter: Array  # packets, B
+    timer: Array  # s, T
+    rai: Array  # packets/s, R_AI
+
+
+def _conext2016(link_rate: float) -> dict[str, Any]:
+    return {"cnp_interval": "50us", "min_time_between_cnps": "50us", "alpha_interval": "55us",
+            "g": 1 / 256, "stages": 5, "byte_counter": "10MB", "timer": "55us", "rai": "40Mbps"}
+
+
+def _cx4(link_rate: float) -> dict[str, Any]:
+    return {"cnp_interval": "4us", "min_time_between_cnps": "0us", "alpha_interval": "55us",
+            "g": 1 / 256, "stages": 5, "byte_counter": "32767B", "timer": "300us",
+            "rai": "5Mbps"}
+
+
+def _hpcc(link_rate: float) -> dict[str, Any]:
+    scale = link_rate * 8 / 25e9
+    return {**_conext2016(link_rate), "cnp_interval": "4us", "min_time_between_cnps": "0us",
+            "alpha_interval": "1us", "timer": "300us", "rai": f"{5e6 * scale!r}bps"}
+
+
+def _per_packet(count: Array, p: Array, log_keep: Array) -> Array:
+    """count * p / ((1-p)^(-count) - 1): the rate of counter expiries (a counter of `count`
+    packets reset by every mark) per packet, times `count`; its limit is 1 as p -> 0 and
+    p / -log(1-p) as count -> 0, taken where the direct form loses precision."""
+    exponent = -count * log_keep
+    direct = count * p / jnp.where(exponent > 1e-9, jnp.expm1(exponent), 1.0)
+    limit = jnp.where(p > 0, p / jnp.maximum(-log_keep, _TINY), 1.0)
+    return jnp.where(exponent > 1e-9, direct, limit)
+
+
+@dataclass(frozen=True)
+class Dcqcn(CongestionModel):
+    name = "dcqcn"
+    sends = "rate"
+    parameters = (
+        Parameter("line_rate", "packets/s", None, "the sender's line rate, where rates start "
+                  "and stop (default: its NIC's rate)", low=0.0, inclusive=False, optional=True),
+        Parameter("min_rate", "packets/s", "1Mbps", "lowest rate (ConnectX rpg_min_rate)",
+                  low=0.0, inclusive=False),
+        Parameter("cnp_interval", "s", None, "tau: at most one rate cut per period (the "
+                  "NIC's rate-reduction period, or the CNP interval)", low=0.0, inclusive=False),
+        Parameter("min_time_between_cnps", "s", None, "the receiver sends at most one CNP per "
+                  "flow per this time (packet level; the fluid model folds it into tau)",
+                  low=0.0),
+        Parameter("alpha_interval", "s", None, "tau': alpha update period", low=0.0,
+                  inclusive=False),
+        Parameter("g", "1", None, "gain of alpha's moving average", low=0.0, high=1.0,
+                  inclusive=False),
+        Parameter("stages", "1", None, "F: fast-recovery stages before additive increase",
+                  low=1.0),
+        Parameter("byte_counter", "packets", None, "B: bytes sent between rate increases",
+                  low=0.0, inclusive=False),
+        Parameter("timer", "s", None, "T: rate-increase timer", low=0.0, inclusive=False),
+        Parameter("rai", "packets/s", None, "R_AI: additive increase of the target rate",
+                  low=0.0, inclusive=False),
+    )
+    Params: ClassVar[type] = DcqcnParams
+    presets: ClassVar[Presets] = {"conext2016": _conext2016, "cx4": _cx4, "hpcc": _hpcc}
+    state_units: ClassVar[dict[str, str]] = {"current_rate": "packets/s",
+                                             "target_rate": "packets/s", "alpha": "1"}
+
+    @classmethod
+    def check(cls, values: dict[str, float | str]) -> None:
+        line, low = values["line_rate"], values["min_rate"]
+        if line is not None and not float(low) < float(line):
+            raise ValueError("min_rate: must be below line_rate")
+
+    def fastest_rate(self, params: Any) -> float:
+        p = params
+        rates = [1 / np.asarray(p.cnp_interval), np.asarray(p.g) / np.asarray(p.alpha_interval),
+                 1 / np.asarray(p.timer), np.asarray(p.line_rate) / np.asarray(p.byte_counter)]
+        return float(max(np.max(rate) for rate in rates))
+
+    def initial_state(self, params: DcqcnParams) -> State:
+        line = params.line_rate
+        return {"current_rate": line, "target_rate": line, "alpha": jnp.ones_like(line)}
+
+    def rate(self, state: State, rtt: Array, params: DcqcnParams) -> Array:
+        return state["current_rate"]
+
+    def derivative(self, state: State, signals: Signals, params: DcqcnParams) -> State:
+        p = jnp.clip(signals.mark, 0.0, _SURE)
+        log_keep = jnp.log1p(-p)
+        seen = signals.acked_rate  # R_C*: the rate whose feedback arrives now
+        current, target, alpha = state["current_rate"], state["target_rate"], state["alpha"]
+        tau, byte_counter, timer = params.cnp_interval, params.byte_counter, params.timer
+        cut = -jnp.expm1(tau * seen * log_keep)  # a
+        marked = -jnp.expm1(params.alpha_interval * seen * log_keep)
+        bytes_b = seen / byte_counter * _per_packet(byte_counter, p, log_keep)  # R_C* b
+        timer_d = _per_packet(timer * seen, p, log_keep) / timer  # R_C* d
+        past_bytes = jnp.exp(params.stages * byte_counter * log_keep)  # c / b
+        past_timer = jnp.exp(params.stages * timer * seen * log_keep)  # e / d
+        return {
+            "alpha": params.g / params.alpha_interval * (marked - alpha),
+            "target_rate": (-(target - current) / tau * cut
+                            + params.rai * (past_bytes * bytes_b + past_timer * timer_d)),
+            "current_rate": (-current * alpha / (2 * tau) * cut
+                             + (target - current) / 2 * (bytes_b + timer_d)),
+        }
+
+    def project(self, state: State, signals: Signals, params: DcqcnParams) -> State:
+        def bounded(rate: Array) -> Array:
+            return jnp.clip(rate, params.min_rate, params.line_rate)
+
+        return {"current_rate": bounded(state["current_rate"]),
+                "target_rate": bounded(state["target_rate"]),
+                "alpha": jnp.clip(state["alpha"], 0.0, 1.0)}

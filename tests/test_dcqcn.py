@@ -1,0 +1,96 @@
+"""DCQCN (models/dcqcn.py, models.aqm.DcqcnMarking): presets, errors and results. The model's
+fixed point and stability are validation cases (validation/cases/dcqcn.py: `dcqcn_fixed_point`,
+`dcqcn_stability`), run as tests by tests/test_validation.py."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pathflow.cli import app
+from pathflow.scenario import ScenarioError
+from pathflow.simulate import simulate
+from pathflow.validation.cases.dcqcn import PACKET, incast
+from pathflow.validation.packet import simulate_packets
+
+
+def test_presets_hold_the_published_values() -> None:
+    cx4 = incast(8, transport={"preset": "cx4"}).si.transport.parameters
+    assert cx4["timer"] == pytest.approx(300e-6) and cx4["cnp_interval"] == pytest.approx(4e-6)
+    assert cx4["rai"] * PACKET == pytest.approx(5e6 / 8)
+    assert cx4["byte_counter"] * PACKET == pytest.approx(32767)
+    hpcc = incast(8, topology={"link_rate": "100Gbps"}, transport={"preset": "hpcc"},
+                  aqm={"preset": "hpcc"}).si
+    scale = 100 / 25
+    assert hpcc.aqm.parameters["kmin"] == pytest.approx(100e3 * scale)
+    assert hpcc.aqm.parameters["kmax"] == pytest.approx(400e3 * scale)
+    assert hpcc.aqm.parameters["pmax"] == 0.2
+    assert hpcc.transport.parameters["rai"] * PACKET == pytest.approx(5e6 / 8 * scale)
+    timers = [hpcc.transport.parameters[k] for k in ("alpha_interval", "cnp_interval", "timer")]
+    assert timers == pytest.approx([1e-6, 4e-6, 300e-6])
+    overridden = incast(8, transport={"preset": "cx4", "rai": "10Mbps"}).si.transport.parameters
+    assert overridden["rai"] * PACKET == pytest.approx(10e6 / 8)
+
+
+@pytest.mark.parametrize(("aqm", "message"), [
+    ({"kmin": "300KB", "kmax": "200KB"}, r"^aqm\.kmin: must not exceed kmax$"),
+    ({"pmax": 0}, r"^aqm\.pmax: 0 is out of range; allowed: \(0, 1\]$"),
+    ({"pmax": 1.5}, r"^aqm\.pmax: 1\.5 is out of range; allowed: \(0, 1\]$"),
+    ({"preset": "cx5"}, r"^aqm\.preset: 'cx5' is not allowed; allowed: conext2016 \| cx4 \| hpcc$"),
+])
+def test_bad_marking_is_one_line(aqm: dict[str, Any], message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        incast(2, aqm=aqm)
+
+
+def test_dcqcn_without_marking_warns_and_mixing_with_windows_is_refused() -> None:
+    with pytest.warns(UserWarning, match="never marks packets and 'dcqcn' reacts to ECN"):
+        incast(2, aqm={"kind": "droptail"})
+    with pytest.raises(ScenarioError, match=r"^traffic\.groups: the groups send by rate and by "
+                                            "window"):
+        incast(2, traffic={"groups": [{"flows": 1}, {"flows": 1, "cc": "dctcp"}]})
+
+
+def test_bad_input_exits_2_on_the_command_line(tmp_path: Any) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[topology]\nkind = "star"\nsenders = 2\n[aqm]\nkind = "dcqcn"\n'
+                    'kmin = "300KB"\nkmax = "200KB"\n[transport]\ncc = "dcqcn"\n')
+    result = CliRunner().invoke(app, ["run", str(path)])
+    assert result.exit_code == 2
+    assert "aqm.kmin: must not exceed kmax" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_results_report_rates_in_bytes_per_second_and_no_window() -> None:
+    ds = simulate(incast(2, duration="5ms"))
+    assert ds.current_rate.attrs["units"] == "bytes/s"
+    assert float(ds.current_rate.isel(time=0).max()) <= 40e9 / 8 * (1 + 1e-9)
+    assert bool(np.isnan(ds.cwnd).all())
+    assert not math.isnan(float(ds.alpha.isel(time=-1, subflow=0)))
+
+
+@pytest.mark.parametrize("engine", ["fluid", "packet"])
+def test_an_uncongested_flow_sends_at_line_rate_and_forgets_alpha(engine: str) -> None:
+    """One DCQCN flow alone at 10 Gb/s: never marked, it keeps the line rate, and alpha decays
+    from 1 as (1 - g) per alpha period: (255/256)^100 after 100 periods of 55 us, at 5.52 ms
+    (the fluid model's exp(-g t / tau') differs from it by 0.06 %)."""
+    scenario = incast(1, duration="5.52ms", topology={"link_rate": "10Gbps"},
+                      run={"sample": "20us"})
+    ds = simulate(scenario) if engine == "fluid" else simulate_packets(scenario)
+    steady = ds.sel(time=ds.time > 1e-3)
+    assert float(steady.marks.max()) == 0.0
+    assert float(steady.flow_rate.mean()) == pytest.approx(10e9 / 8, rel=0.01)
+    assert float(ds.current_rate.isel(time=-1, subflow=0)) == pytest.approx(10e9 / 8)
+    assert float(ds.alpha.isel(time=-1, subflow=0)) == pytest.approx((255 / 256) ** 100,
+                                                                      rel=2e-3)
+
+
+def test_losses_are_warned_about() -> None:
+    """64 flows at 40 Gb/s into a 100 KB buffer overflow it at the start; the fluid DCQCN
+    ignores losses, and says so."""
+    with pytest.warns(UserWarning, match="dropped, and dcqcn ignores losses in the fluid model"):
+        simulate(incast(64, duration="1ms", topology={"buffer": "100KB"}))
