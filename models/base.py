@@ -28,7 +28,8 @@ import numpy as np
 
 from pathflow.models.parameters import Parameter, Presets
 
-__all__ = ["Array", "CongestionModel", "Signals", "State", "flow_max", "flow_sum"]
+__all__ = ["Array", "CongestionModel", "Signals", "State", "flow_max", "flow_sum",
+           "receiver_sum"]
 
 Array = jax.Array
 State = dict[str, Array]
@@ -47,6 +48,8 @@ class Signals(NamedTuple):
         TCP small queues), a window that does not limit the rate does not grow.
     flow: the index of each subflow's flow (connection), for models coupled across the
         subflows of a connection (MPTCP): see `flow_sum` and `flow_max`.
+    receiver: an index per receiving NIC (equal for the subflows that arrive by one link), for
+        models coupled at the receiver (DCQCN's NIC-wide CNP capacity): see `receiver_sum`.
     """
 
     rtt: Array
@@ -55,12 +58,19 @@ class Signals(NamedTuple):
     acked_rate: Array
     window_limited: Array
     flow: Array
+    receiver: Array | None = None
 
 
 def flow_sum(values: Array, signals: Signals) -> Array:
     """For each subflow, the sum of `values` over the subflows of its flow (e.g. the total
     window of an MPTCP connection)."""
     return jax.ops.segment_sum(values, signals.flow, values.shape[0])[signals.flow]
+
+
+def receiver_sum(values: Array, signals: Signals) -> Array:
+    """For each subflow, the sum of `values` over the subflows that its receiver's NIC takes."""
+    receiver = signals.receiver
+    return jax.ops.segment_sum(values, receiver, values.shape[0])[receiver]
 
 
 def flow_max(values: Array, signals: Signals) -> Array:

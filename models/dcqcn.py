@@ -19,6 +19,12 @@ fraction, R_C* the rate whose acknowledgements arrive now):
     dR_T/dt   = -(R_T - R_C)/tau a + R_AI R_C* (c + e)
     dR_C/dt   = -R_C alpha/(2 tau) a + (R_T - R_C)/2 R_C* (b + d)
 
+The receiver's NIC sends at most `cnp_capacity` CNPs per microsecond for all the flows it
+receives (about 1 on ConnectX-4, seed 001). The flows' CNP demand, a CNP per marked packet at
+most one per `min_time_between_cnps` (the renewal rate x / (1 + x gap), x = p R_C*), is summed
+over the receiving NIC; where it exceeds the capacity every flow's CNPs are thinned alike, which
+the model reads as a marking probability p scaled by capacity / demand.
+
 A CNP cuts R_C by alpha/2 and remembers it in R_T; each byte-counter or timer expiry moves R_C
 halfway to R_T (fast recovery) and, past F expiries without a CNP, raises R_T by R_AI (additive
 increase). The products R_C* b and R_C* d are evaluated in a form that stays finite in every limit
@@ -57,15 +63,16 @@ The receiver's `min_time_between_cnps` matters at packet level only: the fluid m
 its rate cuts, at most one per tau, which holds while min_time_between_cnps <= tau.
 
 line_rate: the sender's NIC rate unless given. min_rate: 1 Mb/s (ConnectX `rpg_min_rate`), also
-the numerical floor.
+the numerical floor. cnp_capacity: unlimited unless given (a calibration parameter of seed 001's
+testbed, about 1 per microsecond).
 
 Scope and limitations
 ---------------------
 Mean field: a flow's rate is the expectation over CNP arrivals, so flows with equal parameters
 and paths stay identical (real flows desynchronise). No hyper increase (DCQCN raises R_T by R_HAI
 once both counters pass F; the published fluid model leaves it out, as does this one). Losses
-are ignored: a DCQCN network is lossless (PFC), which is not modelled yet, nor is the NIC's CNP
-capacity shared by the flows of one receiver (issue 10); size buffers so that nothing drops. The
+are ignored: a DCQCN network is lossless (PFC), which is not modelled yet (issue 10); size
+buffers so that nothing drops. The
 feedback delay is the solver's round trip, base plus queueing, where the paper's analysis holds
 it fixed (`run.feedback_delay = "propagation"` holds it too). The packet-level counterpart is
 validation/packet/dcqcn.py.
@@ -81,7 +88,8 @@ queue of N = 10 oscillates with sustained amplitude, N = 2 settles (to within +-
 close to its own critical delay here), N = 64 settles at the paper's fixed point only with the
 marking line extended past Kmax; `dcqcn_fluid_packet`, 8:1 and 64:1 incasts at 10 Gb/s against
 the packet level (conext2016 and cx4: claimed at 8:1, the 64:1 queues reported).
-tests/test_dcqcn.py: presets, errors, units of the results, alpha's decay in both engines.
+tests/test_dcqcn.py: presets, errors, units of the results, alpha's decay in both engines, and
+a receiver short of CNP capacity losing control of the queue in both engines.
 
 References
 ----------
@@ -93,13 +101,14 @@ NVIDIA, "DCQCN CC Parameters" (ConnectX-4 and later), networking-docs.nvidia.com
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
-from pathflow.models.base import Array, CongestionModel, Signals, State
+from pathflow.models.base import Array, CongestionModel, Signals, State, receiver_sum
 from pathflow.models.parameters import Parameter, Presets
 
 __all__ = ["Dcqcn", "DcqcnParams"]
@@ -113,6 +122,7 @@ class DcqcnParams(NamedTuple):
     min_rate: Array  # packets/s
     cnp_interval: Array  # s, tau
     min_time_between_cnps: Array  # s (the packet-level notification point's)
+    cnp_capacity: Array  # CNPs per microsecond per receiving NIC
     alpha_interval: Array  # s, tau'
     g: Array
     stages: Array  # F
@@ -148,6 +158,17 @@ def _per_packet(count: Array, p: Array, log_keep: Array) -> Array:
     return jnp.where(exponent > 1e-9, direct, limit)
 
 
+def _cnp_share(signals: Signals, seen: Array, params: DcqcnParams) -> Array:
+    """The fraction of its CNPs a flow's receiver can send: the flows' CNP demand (a CNP per
+    marked packet, at most one per min_time_between_cnps: the renewal rate x / (1 + x gap),
+    x = p R_C*) summed over the receiver's NIC, against its capacity."""
+    marked = signals.mark * seen
+    demand = marked / (1.0 + marked * params.min_time_between_cnps)
+    total = receiver_sum(demand, signals)
+    capacity = params.cnp_capacity * 1e6
+    return jnp.where(total > capacity, capacity / jnp.maximum(total, _TINY), 1.0)
+
+
 @dataclass(frozen=True)
 class Dcqcn(CongestionModel):
     name = "dcqcn"
@@ -162,6 +183,8 @@ class Dcqcn(CongestionModel):
         Parameter("min_time_between_cnps", "s", None, "the receiver sends at most one CNP per "
                   "flow per this time (packet level; the fluid model folds it into tau)",
                   low=0.0),
+        Parameter("cnp_capacity", "1", math.inf, "CNPs per microsecond a receiver's NIC can "
+                  "send, shared by its flows (ConnectX-4: about 1)", low=0.0, inclusive=False),
         Parameter("alpha_interval", "s", None, "tau': alpha update period", low=0.0,
                   inclusive=False),
         Parameter("g", "1", None, "gain of alpha's moving average", low=0.0, high=1.0,
@@ -199,9 +222,9 @@ class Dcqcn(CongestionModel):
         return state["current_rate"]
 
     def derivative(self, state: State, signals: Signals, params: DcqcnParams) -> State:
-        p = jnp.clip(signals.mark, 0.0, _SURE)
-        log_keep = jnp.log1p(-p)
         seen = signals.acked_rate  # R_C*: the rate whose feedback arrives now
+        p = jnp.clip(signals.mark * _cnp_share(signals, seen, params), 0.0, _SURE)
+        log_keep = jnp.log1p(-p)
         current, target, alpha = state["current_rate"], state["target_rate"], state["alpha"]
         tau, byte_counter, timer = params.cnp_interval, params.byte_counter, params.timer
         cut = -jnp.expm1(tau * seen * log_keep)  # a

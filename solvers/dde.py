@@ -159,6 +159,7 @@ class _Layout(NamedTuple):
     exit: Array  # (F, J) share whose path ends with the slot's link
     weight: Array  # (F,) sum of the controller's split weights (0 for padding controllers)
     base_rtt: Array  # (F,) split-weighted mean base RTT (1 s for padding controllers)
+    receiver: Array  # (F,) int32 < F: one index per receiving NIC (the link into the receiver)
 
 
 def _prepare(problem: Problem) -> _Layout:
@@ -169,12 +170,17 @@ def _prepare(problem: Problem) -> _Layout:
     owner, weight = problem.path_subflow, problem.path_weight
     total = jax.ops.segment_sum(weight, owner, controllers)
     base = jax.ops.segment_sum(weight * problem.path_base_rtt, owner, controllers)
+    link = jnp.concatenate(problem.hop_link, axis=-1)
+    exit_ = jnp.concatenate(problem.hop_exit, axis=-1)
+    last = jnp.take_along_axis(link, jnp.argmax(exit_ > 0, axis=1)[:, None], axis=1)[:, 0]
+    _, receiver = jnp.unique(last, size=controllers, return_inverse=True)
     return _Layout(
-        link=jnp.concatenate(problem.hop_link, axis=-1),
+        link=link,
         share=jnp.concatenate(problem.hop_share, axis=-1),
-        exit=jnp.concatenate(problem.hop_exit, axis=-1),
+        exit=exit_,
         weight=total,
         base_rtt=jnp.where(total > 0, base / jnp.maximum(total, _TINY), 1.0),
+        receiver=receiver.reshape(-1).astype(jnp.int32),
     )
 
 
@@ -290,7 +296,7 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     feedback = _receive(_send_back(carry.feedback, carry.step, delay, dt, sent), carry.step)
     seen_mark, seen_loss, acked = feedback.seen.T
     signals = Signals(rtt, seen_mark, seen_loss, acked, (nic_share >= 1.0).astype(rtt.dtype),
-                      flow)
+                      flow, layout.receiver)
 
     params = problem.params
     slope = model.derivative(carry.state, signals, params)

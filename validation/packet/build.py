@@ -155,8 +155,10 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
 _DCQCN_COLUMNS = {"line_rate": L.SF_LINE_RATE, "min_rate": L.SF_MIN_RATE, "rai": L.SF_RAI,
                   "byte_counter": L.SF_BYTE_COUNTER, "timer": L.SF_TIMER,
                   "cnp_interval": L.SF_CNP_INTERVAL, "min_time_between_cnps": L.SF_CNP_GAP,
-                  "alpha_interval": L.SF_ALPHA_INTERVAL, "g": L.SF_G, "stages": L.SF_STAGES}
+                  "alpha_interval": L.SF_ALPHA_INTERVAL, "g": L.SF_G, "stages": L.SF_STAGES,
+                  "cnp_capacity": L.SF_CNP_CAPACITY}
 _IN_PACKETS = ("line_rate", "min_rate", "rai", "byte_counter")
+_PER_MICROSECOND = ("cnp_capacity",)
 
 
 def _rate_parameters(scenario: Scenario, network: Network, routes: Routes, sf: np.ndarray,
@@ -172,7 +174,8 @@ def _rate_parameters(scenario: Scenario, network: Network, routes: Routes, sf: n
             if value is None:  # line_rate: the NIC's
                 sf[s, column] = network.links[si[s, L.SI_NIC]].capacity
             else:
-                sf[s, column] = float(value) * (mss if name in _IN_PACKETS else 1.0)
+                scale = mss if name in _IN_PACKETS else 1e6 if name in _PER_MICROSECOND else 1.0
+                sf[s, column] = float(value) * scale
 
 
 def _check_memory(pool: int, heap: int, scale: int) -> None:

@@ -78,7 +78,8 @@ LF_DROPPED = 7
 LF_MARKED = 8
 LF_QMIN = 9  # smallest / largest backlog in the interval
 LF_QMAX = 10
-N_LF = 11
+LF_CNP_NEXT = 11  # s: a host NIC's next CNP may leave from then (DCQCN's CNP capacity)
+N_LF = 12
 # links: state (int)
 LI_NIC = 0  # 1 for a host's own egress port (never drops, pulls from its senders)
 LI_AQM = 1  # AQM_* code
@@ -169,7 +170,8 @@ SF_LAST_CUT = 39  # s: the last rate cut
 SF_CNP_GAP = 40  # s: the receiver's least time between CNPs of this flow (receiver.py)
 SF_PACE_FROM = 41  # s: where the gap after the last data packet started (pacing)
 SF_PACE_BYTES = 42  # bytes of that packet: NEXT_SEND = PACE_FROM + PACE_BYTES / R_C
-N_SF = 43
+SF_CNP_CAPACITY = 43  # CNPs/s its receiver's NIC can send (shared by the flows it receives)
+N_SF = 44
 # senders: int
 SI_PHASE = 0  # WAITING / RUNNING / DONE
 SI_CA = 1  # CA_* state

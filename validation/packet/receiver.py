@@ -10,8 +10,10 @@
   the old value (DCTCP's receiver state machine, RFC 8257 section 3.2; ns-3 TcpDctcp). Classic
   ECN senders (Reno) react once per window whichever echo scheme the receiver uses.
 - DCQCN's notification point: a CE-marked arrival makes the receiver send a CNP (an ACK with
-  ECE, at once) unless it sent one less than `min_time_between_cnps` ago (per flow); no other
-  ACK of a DCQCN flow echoes anything.
+  ECE, at once) unless it sent one less than `min_time_between_cnps` ago (per flow) or the
+  receiving NIC has sent its `cnp_capacity` (CNPs per microsecond, shared by its flows: the
+  next CNP may leave 1 / capacity after the last); no other ACK of a DCQCN flow echoes
+  anything.
 - Every ACK is `ack_bytes` on the wire and returns along the reverse of the path of the data
   packet that triggered it.
 - MPTCP: one receiver per subflow (its own in-order delivery and ACKs). The connection's
@@ -30,6 +32,7 @@ from pathflow.validation.packet.jit import kernel
 from pathflow.validation.packet.layout import (
     ACK,
     CC_DCQCN,
+    LF_CNP_NEXT,
     PI_REVERSE,
     PI_START,
     PK_DSACK,
@@ -43,6 +46,7 @@ from pathflow.validation.packet.layout import (
     RI_OOO,
     RI_PATH,
     RI_PENDING,
+    SF_CNP_CAPACITY,
     SF_CNP_GAP,
     SF_LAST_BYTES,
     SI_CC,
@@ -94,6 +98,23 @@ def _deliver(sim, s: int, seq: int, now: float) -> None:
 
 
 @kernel
+def _notify(sim, s: int, now: float) -> None:
+    """DCQCN's notification point saw a CE mark for flow s: a CNP, unless the flow had one less
+    than min_time_between_cnps ago or the receiving NIC has no CNP capacity left (a CNP it
+    cannot send now is not sent)."""
+    rf, sf, paths = sim.receivers.f, sim.senders.f, sim.paths
+    if now - rf[s, RF_LAST_CNP] < sf[s, SF_CNP_GAP]:
+        return
+    back = paths.i[sim.receivers.i[s, RI_PATH], PI_REVERSE]
+    nic = paths.links[paths.i[back, PI_START]]
+    if now < sim.links.f[nic, LF_CNP_NEXT]:
+        return
+    sim.links.f[nic, LF_CNP_NEXT] = now + 1.0 / sf[s, SF_CNP_CAPACITY]
+    rf[s, RF_LAST_CNP] = now
+    send_ack(sim, s, 1, 0, now)
+
+
+@kernel
 def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
     """Data segment `seq` of sender s arrives (CE bit `ce`, over `path`)."""
     ri, have, cfg = sim.receivers.i, sim.receivers.have, sim.cfg
@@ -101,10 +122,8 @@ def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
     ri[s, RI_PATH] = path
     if sim.senders.i[s, SI_CC] == CC_DCQCN:  # notification point: a CNP, or no echo at all
         ecn = False
-        rf = sim.receivers.f
-        if ce and now - rf[s, RF_LAST_CNP] >= sim.senders.f[s, SF_CNP_GAP]:
-            rf[s, RF_LAST_CNP] = now
-            send_ack(sim, s, 1, 0, now)
+        if ce:
+            _notify(sim, s, now)
     if ecn and ce != ri[s, RI_CE]:
         if ri[s, RI_PENDING] > 0:
             send_ack(sim, s, ri[s, RI_CE], 0, now)  # acknowledge the pending data, old echo
