@@ -121,3 +121,13 @@ def test_a_receiver_short_of_cnps_loses_control_of_the_queue(engine: str) -> Non
 
     assert peak(math.inf) < 2 * 200e3  # Kmax
     assert peak(0.02) > 1.9e6
+
+
+def test_the_command_line_prints_a_scenario_warning_as_one_line(tmp_path: Any) -> None:
+    path = tmp_path / "droptail.toml"
+    path.write_text('[topology]\nkind = "star"\nsenders = 2\n[transport]\ncc = "dcqcn"\n'
+                    '[run]\nduration = "100us"\n')
+    result = CliRunner().invoke(app, ["run", str(path), "-q", "-o", str(tmp_path / "out.nc")])
+    assert result.exit_code == 0, result.output
+    assert "warning: aqm.kind = 'droptail' never marks packets" in result.output
+    assert "UserWarning" not in result.output

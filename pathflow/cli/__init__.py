@@ -11,22 +11,23 @@ bodies, so that `pathflow --help` does not load it.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Annotated
 
 import typer
 
 from pathflow import __version__
 from pathflow.cli import calibrate, run, sweep, validate
-from pathflow.cli.console import console
+from pathflow.cli.console import console, show_warning
 from pathflow.vocabulary import REFERENCE
 
 __all__ = ["app", "main"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   pretty_exceptions_enable=False,
-                  help="pathflow: fluid-model congestion-control analysis (DCTCP, Reno) over "
-                       "multipath networks, solved with JAX; a packet-level reference "
-                       "simulator; calibration against measured queues.")
+                  help="pathflow: fluid-model congestion-control analysis (Reno, DCTCP, MPTCP, "
+                       "DCQCN) over multipath networks, solved with JAX; a packet-level "
+                       "reference simulator; calibration against measured queues.")
 
 
 def _version(value: bool) -> None:
@@ -40,6 +41,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
                                                  help="Print the version and exit.")] = False
           ) -> None:
     """pathflow: fluid-model congestion-control analysis over multipath networks."""
+    warnings.showwarning = show_warning  # e.g. a scenario's warnings, as they are met
 
 
 # in the order `pathflow --help` lists them; `run --help` ends with every scenario key

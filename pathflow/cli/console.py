@@ -22,6 +22,13 @@ console = Console()
 errors = Console(stderr=True)
 
 
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: object = None, line: str | None = None) -> None:
+    """`warnings.showwarning` for the commands: one "warning:" line on stderr, as a person
+    reads it, where Python would print its source file and line."""
+    errors.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
 def fail(message: str) -> NoReturn:
     """Bad input: one line on stderr and exit code 2."""
     errors.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
