@@ -41,7 +41,8 @@ instantaneous queue, and whether the ramp is extended past kmax (`DcqcnMarking`,
 
 Scope and limitations
 ---------------------
-FIFO, one class, per-port buffers (no shared-buffer switch), no PFC (the DCQCN issue adds it).
+FIFO, one class, per-port buffers (no shared-buffer switch). Priority flow control, which pauses
+the links feeding a switch, is `models.pfc`.
 Departures are split among the flows in proportion to their arrival rates (fluid FIFO).
 
 Validation
@@ -76,6 +77,9 @@ class Queues(NamedTuple):
 
     capacity: Array  # bytes/s
     buffer: Array  # bytes
+    xoff: Array  # bytes of ingress occupancy that pause the link (`models.pfc`); inf: never
+    xon: Array  # bytes below which a paused link resumes
+    pause_delay: Array  # s: a PAUSE frame's flight back to the link's transmitter (propagation)
 
 
 class QueueStep(NamedTuple):

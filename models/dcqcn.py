@@ -71,8 +71,8 @@ Scope and limitations
 Mean field: a flow's rate is the expectation over CNP arrivals, so flows with equal parameters
 and paths stay identical (real flows desynchronise). No hyper increase (DCQCN raises R_T by R_HAI
 once both counters pass F; the published fluid model leaves it out, as does this one). Losses
-are ignored: a DCQCN network is lossless (PFC), which is not modelled yet (issue 10); size
-buffers so that nothing drops. The
+are ignored: a DCQCN network is lossless, so run it with `[aqm] pfc = true` (`models.pfc`) or
+buffers in which nothing drops. The
 feedback delay is the solver's round trip, base plus queueing, where the paper's analysis holds
 it fixed (`run.feedback_delay = "propagation"` holds it too). The packet-level counterpart is
 validation/packet/dcqcn.py.

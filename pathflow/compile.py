@@ -39,7 +39,7 @@ from pathflow.scenario import Scenario
 from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem, with_hop_layout
 from pathflow.solvers.stepping import Stepping
-from pathflow.topology import Network, build_network, path_base_rtt
+from pathflow.topology import Network, build_network, path_base_rtt, pfc_thresholds
 
 __all__ = ["ACK_BYTES", "Compiled", "choose_grid", "compile_scenario", "default_records"]
 
@@ -82,7 +82,11 @@ def _queue_params(scenario: Scenario, network: Network) -> tuple[Queues, Any]:
             for link in network.links]
     capacity = np.array([link.capacity for link in network.links] + [_PAD_CAPACITY])
     buffer = np.array([link.buffer for link in network.links] + [_PAD_CAPACITY])
-    return Queues(capacity, buffer), discipline.pack([*rows, discipline.inert()])
+    xoff, xon = pfc_thresholds(scenario, network)
+    delay = np.array([link.delay for link in network.links] + [0.0])
+    queues = Queues(capacity, buffer, np.array([*xoff, math.inf]), np.array([*xon, math.inf]),
+                    delay)
+    return queues, discipline.pack([*rows, discipline.inert()])
 
 
 def _path_arrays(scenario: Scenario, network: Network, routes: Routes, nics: set[int]
@@ -185,9 +189,19 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     )
     problem = with_hop_layout(problem)  # what the solver walks (solvers.problem.hop_layout)
     dtype = jnp.float32 if scenario.si.run.precision == "float32" else jnp.float64
-    physics = Physics(model, scenario.discipline, scenario.si.run.feedback_delay)
+    physics = Physics(model, scenario.discipline, scenario.si.run.feedback_delay,
+                      _pause_history(queues, dt))
     return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,
                     _stepping(scenario, dt, grid, _longest_step(aqm, model_rate)))
+
+
+def _pause_history(queues: Queues, dt: float) -> int:
+    """Steps of PFC decisions the solver keeps: enough to cover the longest PAUSE frame's flight
+    (a link's propagation delay) at the finest step; 0 without PFC."""
+    paused = np.isfinite(queues.xoff)
+    if not paused.any():
+        return 0
+    return math.ceil(float(np.max(queues.pause_delay[paused])) / dt) + 2
 
 
 def _controls(scenario: Scenario, network: Network, routes: Routes

@@ -9,7 +9,7 @@ each violation into a warning; `report_of` reads it back as a `Report`.
   NIC (which never drops; the packet engine queues its host's ACKs there without bound)
 - capacity: departures <= C
 - work_conservation: a queue that never emptied during an interval departed at C (within one
-  packet)
+  packet) over the part of the interval its link was not paused (PFC's `pause`)
 - byte_conservation: per link, bytes in = bytes out + queued + dropped, within one packet
 - probabilities: marking fractions in [0, 1]
 - floors: windows >= min_cwnd, rates >= 0
@@ -144,7 +144,8 @@ def check_invariants(ds: xr.Dataset, min_cwnd_bytes: float | None = None,
     busy = low > tolerance * buffer
     # within one packet: a packet-level result counts a departure when its last bit leaves, so
     # an interval shorter than a packet time can hold a busy link with nothing counted yet
-    idle_while_busy = xr.where(busy, capacity * (1 - tolerance) - packet / interval
+    running = 1.0 - ds.pause if "pause" in ds else 1.0
+    idle_while_busy = xr.where(busy, capacity * (1 - tolerance) * running - packet / interval
                                - ds.link_departure, 0.0)
     report["work_conservation"] = _worst(idle_while_busy, "link idle while its queue held data",
                                          "bytes/s", "link")

@@ -31,6 +31,7 @@ __all__ = [
     "jain_index",
     "loss_cycles",
     "mean_network_utilization",
+    "pause_time",
     "queue_stats",
     "store_warmup",
     "summarize",
@@ -249,6 +250,19 @@ def loss_cycles(ds: xr.Dataset, link: str, warmup: float | None = None, gap: flo
     return {"events": starts, "periods": np.diff(starts), "troughs": troughs}
 
 
+def pause_time(ds: xr.Dataset, top: int = 5) -> xr.DataArray:
+    """The `top` links that priority flow control paused longest over the whole run, with the
+    time paused (s), longest first; none without PFC or where nothing was paused."""
+    if "pause" not in ds:
+        return xr.zeros_like(ds.capacity)[:0]
+    seconds = (ds.pause * ds.attrs["sample_interval"]).sum("time")
+    order = np.argsort(-seconds.values, kind="stable")[:top]
+    seconds = seconds.isel(link=order)
+    seconds = seconds[seconds.values > 0]
+    seconds.attrs = {"units": "s", "long_name": "time paused by PFC"}
+    return seconds
+
+
 def mean_network_utilization(ds: xr.Dataset) -> float:
     """Seed 002's path-diversity measure: per flow (1/P) sum_p b_p / max_q b_q over the P
     equal-cost paths of its host pair (b_p: `path_bytes`, the bytes on path p), averaged over
@@ -373,6 +387,9 @@ class Summary:
     """Per traffic group: control, flows, throughput, Jain, finished transfers (`group_summary`)."""
     invariants: Report
     """The invariant verdicts the engine attached (empty for a result without them)."""
+    paused: xr.DataArray
+    """The links PFC paused longest over the whole run, with their pause time (s); empty
+    without PFC (`pause_time`)."""
 
 
 def summarize(ds: xr.Dataset, warmup: float | None = None, top: int = 5) -> Summary:
@@ -390,4 +407,5 @@ def summarize(ds: xr.Dataset, warmup: float | None = None, top: int = 5) -> Summ
         convergence=convergence_time(ds, link=bottleneck),
         groups=group_summary(ds, warmup),
         invariants=report_of(ds),
+        paused=pause_time(ds, top),
     )

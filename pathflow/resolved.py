@@ -84,6 +84,9 @@ class ResolvedAqm:
     kind: str
     parameters: Mapping[str, Any]  # the discipline's, resolved (bytes, plain numbers, flags)
     marks_ecn: bool  # marks (True) rather than drops (False) below the buffer limit
+    pfc: bool = False  # lossless: priority flow control (`models.pfc`)
+    xoff: float | None = None  # bytes; None: per ingress port (`topology.pfc_thresholds`)
+    xon: float | None = None  # bytes; None: xoff less 2 packets
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,8 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "rtt": sub(t.rtt),
         "dt": np.asarray(t.dt, dtype=float),
     }
+    if compiled.physics.pfc:
+        variables["pause"] = lk(t.pause)
     # windows and rates in the model's packets -> bytes; a rate-based sender has no window
     variables["cwnd"] = np.full_like(sub(t.rtt), np.nan)
     per_packet = {name for name, unit in compiled.model.state_units.items()

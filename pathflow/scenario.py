@@ -29,6 +29,7 @@ import tomli_w
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 
+from pathflow.models import pfc
 from pathflow.models.aqm import QueueDiscipline
 from pathflow.models.parameters import resolve_parameters
 from pathflow.models.registry import (
@@ -477,9 +478,25 @@ def _red_ecn(aqm_values: dict[str, Any], groups: tuple[ResolvedGroup, ...]) -> N
     aqm_values["ecn"] = float(next(iter(reacts.values())))
 
 
-def _rate_based(groups: tuple[ResolvedGroup, ...], marks: bool, kind: str) -> None:
+def _pfc(given: dict[str, Any], mss: float) -> dict[str, Any]:
+    """`[aqm]`'s priority flow control keys (`models.pfc`), resolved and checked."""
+    try:
+        values = resolve_parameters(pfc.PARAMETERS, given, "aqm", mss)
+    except ValueError as error:
+        raise ScenarioError(str(error)) from None
+    for key in ("xoff", "xon"):
+        if values[key] is not None and not values["pfc"]:
+            raise ScenarioError(f"aqm.{key}: applies with aqm.pfc = true only")
+    if values["xoff"] is not None and values["xon"] is not None and values["xon"] > values["xoff"]:
+        raise ScenarioError(f"aqm.xon: {given['xon']} must not exceed xoff ({given['xoff']})")
+    return values
+
+
+def _rate_based(groups: tuple[ResolvedGroup, ...], marks: bool, kind: str, lossless: bool
+                ) -> None:
     """Rate- and window-based groups are not mixed (one is refused in one line), and a
-    rate-based control on a queue that never marks is warned about: it reacts to marks alone."""
+    rate-based control on a queue that never marks is warned about (it reacts to marks alone),
+    as is one on switches that may drop (it does not recover losses quickly)."""
     sends = {group.transport.cc: CONTROLS[group.transport.cc].sends for group in groups}
     if len(set(sends.values())) > 1:
         listed = ", ".join(f"{cc!r} by {how}" for cc, how in sends.items())
@@ -489,6 +506,10 @@ def _rate_based(groups: tuple[ResolvedGroup, ...], marks: bool, kind: str) -> No
         warnings.warn(f"aqm.kind = {kind!r} never marks packets and "
                       f"{', '.join(map(repr, sends))} reacts to ECN marks only: its senders "
                       "stay at line rate (use aqm.kind = 'dcqcn')", stacklevel=4)
+    if "rate" in sends.values() and not lossless:
+        warnings.warn(f"aqm.pfc = false: {', '.join(map(repr, sends))} expects a lossless "
+                      "network; a full buffer drops packets, which its senders recover only "
+                      "by timeout (set aqm.pfc = true)", stacklevel=4)
 
 
 def _resolve(spec: _ScenarioModel) -> Resolved:
@@ -512,10 +533,12 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
         raise ScenarioError(f"aqm.kind: {aqm.kind!r} is not allowed; allowed: "
                             f"{', '.join(map(repr, DISCIPLINES))}")
     discipline = DISCIPLINES[aqm.kind]
-    aqm_values = _parameters(discipline, aqm.declared(), "aqm", mss, ("kind",),
-                             topology.link_rate)
+    lossless = _pfc(aqm.declared(), mss)
+    aqm_values = _parameters(discipline, {k: v for k, v in aqm.declared().items()
+                                          if k not in lossless},
+                             "aqm", mss, ("kind", *lossless), topology.link_rate)
     _red_ecn(aqm_values, groups)
-    _rate_based(groups, discipline.marks(aqm_values), aqm.kind)
+    _rate_based(groups, discipline.marks(aqm_values), aqm.kind, bool(lossless["pfc"]))
     threshold = aqm_values.get("threshold")
     if threshold is not None and threshold >= topology.buffer:
         raise ScenarioError(f"aqm.threshold: {aqm.declared()['threshold']} must be below "
@@ -535,7 +558,8 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
         name=spec.name,
         topology=topology,
         aqm=ResolvedAqm(kind=aqm.kind, parameters=aqm_values,
-                        marks_ecn=discipline.marks(aqm_values)),
+                        marks_ecn=discipline.marks(aqm_values), pfc=bool(lossless["pfc"]),
+                        xoff=lossless["xoff"], xon=lossless["xon"]),
         traffic=traffic,
         transport=common,
         routing=ResolvedRouting(mode=routing.mode, max_paths=routing.max_paths,

@@ -125,6 +125,8 @@ _VARIABLES = {
     "drops": Field(_PER_LINK, "bytes/s", "bytes dropped at the port per second"),
     "marks": Field(_PER_LINK, "bytes/s", "bytes ECN-marked at the port per second"),
     "marking": Field(_PER_LINK, "1", "fraction of arriving bytes ECN-marked"),
+    "pause": Field(_PER_LINK, "1", "fraction of the sample interval the link's transmitter was "
+                                   "paused by priority flow control (with [aqm] pfc = true)"),
     # flows
     "flow_rate": Field(_PER_FLOW, "bytes/s", "rate delivered to the receiver"),
     "send_rate": Field(_PER_FLOW, "bytes/s", "rate the flow sends"),

@@ -68,6 +68,7 @@ def _warn_lossy_rate_control(scenario: Scenario, ds: xr.Dataset) -> None:
                          if CONTROLS[g.transport.cc].sends == "rate"})
     dropped = float(ds.drops.sum()) * ds.attrs["sample_interval"] if rate_based else 0.0
     if dropped > 0:
+        remedy = ("lower aqm.xoff or enlarge topology.buffer" if scenario.si.aqm.pfc
+                  else "set aqm.pfc = true (lossless) or enlarge topology.buffer")
         warnings.warn(f"{format_bytes(dropped)} dropped, and {', '.join(rate_based)} ignores "
-                      "losses in the fluid model (PFC is not modelled yet): enlarge "
-                      "topology.buffer so that nothing drops", stacklevel=2)
+                      f"losses in the fluid model: {remedy} so that nothing drops", stacklevel=2)

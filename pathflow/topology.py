@@ -25,10 +25,11 @@ from pathlib import Path
 
 import networkx as nx
 
+from pathflow.models.pfc import default_xoff
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.units import UnitError, parse_rate, parse_size, parse_time
 
-__all__ = ["Link", "Network", "base_rtt", "build_network", "path_base_rtt"]
+__all__ = ["Link", "Network", "base_rtt", "build_network", "path_base_rtt", "pfc_thresholds"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,43 @@ def path_base_rtt(network: Network, path: Iterable[int], packet_bytes: float, ac
 
 
 Cable = tuple[str, str, str]  # (node a, node b, tier)
+
+
+def pfc_thresholds(scenario: Scenario, network: Network) -> tuple[list[float], list[float]]:
+    """Xoff and Xon (bytes) of every link as an ingress port of the switch it feeds
+    (`models.pfc`); inf where nothing pauses it (PFC off, or a link into a host). One-line
+    ScenarioError where a default Xoff leaves no room."""
+    aqm, packet = scenario.si.aqm, scenario.si.transport.mss
+    hosts = set(network.hosts)
+    ingress: dict[str, int] = {}
+    port_buffer: dict[str, float] = {}
+    for link in network.links:
+        ingress[link.dst] = ingress.get(link.dst, 0) + 1
+        if link.src not in hosts:
+            port_buffer[link.src] = min(port_buffer.get(link.src, link.buffer), link.buffer)
+    xoff, xon = [], []
+    for link in network.links:
+        if not aqm.pfc or link.dst in hosts:
+            xoff.append(float("inf"))
+            xon.append(float("inf"))
+            continue
+        off = aqm.xoff
+        if off is None:
+            off = default_xoff(port_buffer[link.dst] / ingress[link.dst], link.capacity,
+                               link.delay, packet)
+            if off <= 0:
+                raise ScenarioError(
+                    f"aqm.xoff: the default for {link.name} (the buffer of {link.dst} per "
+                    f"ingress port, {port_buffer[link.dst] / ingress[link.dst]:.0f} B, less "
+                    "the headroom for its round trip) leaves no room; set aqm.xoff or a larger "
+                    "topology.buffer")
+        on = max(off - 2.0 * packet, 0.0) if aqm.xon is None else aqm.xon
+        if on > off:
+            raise ScenarioError(f"aqm.xon: {on:.0f} B must not exceed xoff ({off:.0f} B at "
+                                f"{link.name})")
+        xoff.append(off)
+        xon.append(on)
+    return xoff, xon
 
 
 def _star(n: int) -> tuple[list[Cable], list[str], list[str]]:

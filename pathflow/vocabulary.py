@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
+from pathflow.models import pfc
 from pathflow.models.parameters import Parameter, Presets
 from pathflow.models.registry import CONTROLS, DISCIPLINES
 
@@ -88,6 +89,7 @@ def _describe(parameter: Parameter, indent: str, preset: bool = False) -> str:
     shown = ("default: the preset's" if default is None and preset and not parameter.optional
              else "required" if default is None and not parameter.optional
              else "optional" if default is None
+             else f"default {str(default).lower()}" if isinstance(default, bool)
              else f"default {default:.6g}" if isinstance(default, float)
              else f"default {default!r}")
     text = f"{parameter.name:<10} {parameter.doc}; {parameter.allowed()}; {shown}"
@@ -108,7 +110,8 @@ def _presets(presets: Presets, indent: str) -> list[str]:
 def _vocabulary() -> dict[str, str]:
     """The [aqm] and [transport] parts of the reference, generated from the registry."""
     aqm = ["[aqm]  (applied at switch ports; host NICs are drop-tail)",
-           f"  kind       {' | '.join(DISCIPLINES)} (default droptail)"]
+           f"  kind       {' | '.join(DISCIPLINES)} (default droptail)",
+           *(_describe(p, "  ") for p in pfc.PARAMETERS)]
     for name, kind in DISCIPLINES.items():
         if kind.parameters:
             aqm.append(f"  kind = {name!r}:")

@@ -26,7 +26,16 @@ One step from t to t + dt:
    `segment_sum` over the slots. Exact for single-path routing; with several paths, upstream
    losses thin all of a controller's downstream slots alike.
 4. Queues, marking and drops (`models.aqm`: the common projected queue, the discipline's
-   marking and early-drop probabilities and queue measure), projected onto [0, B].
+   marking and early-drop probabilities and queue measure), projected onto [0, B]. With priority
+   flow control (`Physics.pfc`, `models.pfc`) each subflow's bytes in each queue are tracked
+   (a well-mixed queue) and summed, per link, over the subflows that reached the switch by it:
+   the link's ingress occupancy, from which the switch decides at the end of each step the
+   part of the time the link is to be paused (`models.pfc.paused_fraction`, the time average
+   of its pauses). The decision reaches the link's transmitter one propagation delay later
+   (the PAUSE frame's flight; the decisions of the last `Physics.pfc` steps are kept for it),
+   and a link serves at its rate times the part of the step it was not paused (a paused host
+   NIC holds its senders). The flows entering the next hop follow the queues' contents rather
+   than the ratio (`_tiers_from_queues`).
 5. Feedback. What a controller learns from this step (the mark and drop fractions along its
    paths, 1 - prod_h (1 - s_h) with s_h the share-weighted fraction at hop h, which is the
    split-weighted 1 - prod_l (1 - p_l) when at most one hop of each path marks, and its own sending
@@ -55,7 +64,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from pathflow.models import aqm
+from pathflow.models import aqm, pfc
 from pathflow.models.base import Array, Signals, State
 from pathflow.solvers.problem import Grid, Physics, Problem
 
@@ -85,6 +94,9 @@ class Carry(NamedTuple):
     queue: Array  # (L+1,) bytes
     measure: Array  # (L+1,) RED average (bytes)
     ratio: Array  # (L+1,) departure / arrival of the previous step
+    held: Array  # (F, J) bytes of each hop-layout slot in its link's queue ((F, 0) without PFC)
+    pause_views: Array  # (K, L+1) the switches' last K decisions: part of the time paused
+    pause_times: Array  # (K,) s, when each was decided (a ring by step)
     rtt: Array  # (F,) s, round-trip time at `queue` (split-weighted over the paths)
     feedback: Feedback  # signals in flight back to the controllers
 
@@ -107,6 +119,7 @@ class Trajectory(NamedTuple):
     departure: Array  # (records, L+1) bytes/s
     drop: Array  # (records, L+1) bytes/s
     mark: Array  # (records, L+1) bytes/s of marked packets
+    pause: Array  # (records, L+1) fraction of the interval the link was paused (PFC)
     flow_rate: Array  # (records, F) bytes/s each subflow delivered
     send_rate: Array  # (records, F) bytes/s sent
     rtt: Array  # (records, F) s
@@ -123,6 +136,7 @@ class _Sums(NamedTuple):
     mark: Array
     flow_rate: Array
     send_rate: Array
+    pause: Array
     queue_max: Array
     queue_min: Array
 
@@ -132,6 +146,8 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
     controllers = problem.start.shape[0]
     dtype = problem.queues.capacity.dtype
     zeros_links = jnp.zeros(links, dtype)
+    layout = _prepare(problem)
+    slots = layout.link.shape[1] if physics.pfc else 0
     return Carry(
         step=jnp.zeros((), jnp.int32),
         state=physics.model.initial_state(problem.params),
@@ -141,7 +157,10 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
         queue=zeros_links,
         measure=zeros_links,
         ratio=jnp.ones(links, dtype),
-        rtt=_rtt(zeros_links, problem, _prepare(problem)),
+        held=jnp.zeros((controllers, slots), dtype),
+        pause_views=jnp.zeros((physics.pfc, links), dtype),
+        pause_times=jnp.full(physics.pfc, -jnp.inf, dtype),
+        rtt=_rtt(zeros_links, problem, layout),
         feedback=Feedback(
             slots=jnp.full((grid.history, controllers, 4), -1.0, RING_DTYPE),
             due=jnp.zeros(controllers, jnp.int32),
@@ -157,6 +176,8 @@ class _Layout(NamedTuple):
     link: Array  # (F, J) int32: the hop layout's slots, hop after hop (J = sum_h K_h)
     share: Array  # (F, J) share of the controller's rate on the slot's link
     exit: Array  # (F, J) share whose path ends with the slot's link
+    upstream: Array  # (F, J) the slot's part of its hop's share (which link a byte came by)
+    last: Array  # (F, J) exit / share: the part of the slot's traffic whose path ends there
     weight: Array  # (F,) sum of the controller's split weights (0 for padding controllers)
     base_rtt: Array  # (F,) split-weighted mean base RTT (1 s for padding controllers)
     receiver: Array  # (F,) int32 < F: one index per receiving NIC (the link into the receiver)
@@ -174,10 +195,15 @@ def _prepare(problem: Problem) -> _Layout:
     exit_ = jnp.concatenate(problem.hop_exit, axis=-1)
     last = jnp.take_along_axis(link, jnp.argmax(exit_ > 0, axis=1)[:, None], axis=1)[:, 0]
     _, receiver = jnp.unique(last, size=controllers, return_inverse=True)
+    share = jnp.concatenate(problem.hop_share, axis=-1)
+    widths = _widths(problem)
+    hop_total = _per_slot(_by_hop(share, widths), widths)
     return _Layout(
         link=link,
-        share=jnp.concatenate(problem.hop_share, axis=-1),
+        share=share,
         exit=exit_,
+        upstream=jnp.where(hop_total > 0, share / jnp.maximum(hop_total, _TINY), 0.0),
+        last=jnp.where(share > 0, exit_ / jnp.maximum(share, _TINY), 0.0),
         weight=total,
         base_rtt=jnp.where(total > 0, base / jnp.maximum(total, _TINY), 1.0),
         receiver=receiver.reshape(-1).astype(jnp.int32),
@@ -250,6 +276,68 @@ def _receive(feedback: Feedback, step: Array) -> Feedback:
     return Feedback(feedback.slots, feedback.due, seen)
 
 
+def _transmitters_paused(carry: Carry, time: Array, dt: Array, delay: Array) -> Array:
+    """(L+1,) the part of the step from `time` that each link's transmitter is paused: each
+    decision of the switch it feeds holds from its arrival (decided + `delay`, the PAUSE frame's
+    flight) to the next one's."""
+    history = carry.pause_times.shape[0]
+    oldest_first = (carry.step + jnp.arange(history)) % history
+    views = carry.pause_views[oldest_first]
+    arrives = carry.pause_times[oldest_first][:, None] + delay
+    until = jnp.concatenate([arrives[1:], jnp.full_like(arrives[:1], jnp.inf)])
+    overlap = jnp.clip(jnp.minimum(until, time + dt) - jnp.maximum(arrives, time), 0.0, dt)
+    return jnp.sum(views * overlap, axis=0) / dt
+
+
+def _flow_control(carry: Carry, hop_flow: Array, early_drop: Array, arrival: Array,
+                  moved: aqm.QueueStep, problem: Problem, layout: _Layout,
+                  widths: tuple[int, ...]) -> tuple[Array, Array, Array]:
+    """Each slot's bytes in its queue after the step (a well-mixed queue: the step's accepted
+    arrivals join, and every slot keeps the fraction of the queue that stays), and the
+    switches' pause decisions with their times (`models.pfc`)."""
+    dt, links = problem.dt, carry.queue.shape[0]
+    accepted = 1.0 - early_drop
+    offered = carry.queue + arrival * accepted * dt
+    keep = jnp.where(offered > _TINY, moved.queue / jnp.maximum(offered, _TINY), 0.0)
+    held = (carry.held + hop_flow * accepted[layout.link] * dt) * keep[layout.link]
+    # the bytes a subflow holds at hop h came by its hop h - 1 link(s)
+    at_hop = _by_hop(held, widths)
+    came_by = _per_slot([*at_hop[1:], jnp.zeros_like(at_hop[0])], widths) * layout.upstream
+    ingress = jax.ops.segment_sum(came_by.ravel(), layout.link.ravel(), links)
+    queues = problem.queues
+    decided = pfc.paused_fraction(ingress, queues.xoff, queues.xon, queues.capacity,
+                                  queues.pause_delay, dt)
+    slot = carry.step % carry.pause_times.shape[0]
+    return (held, carry.pause_views.at[slot].set(decided),
+            carry.pause_times.at[slot].set((carry.step + 1) * dt))
+
+
+def _tiers_from_queues(path_send: Array, carry: Carry, capacity: Array, layout: _Layout,
+                       widths: tuple[int, ...], dt: Array) -> tuple[Array, Array]:
+    """Under PFC, tier by tier from the queues' contents: (F, J) the flow entering each slot's
+    hop, and (F, J) what of it leaves the slot's link. A link backlogged through the step
+    passes on its service rate (less while paused) in the proportions of the bytes each
+    subflow holds there, so a link that resumes sends its paused backlog, never more than its
+    rate; a link without a backlog passes on its arrivals at the previous step's ratio. (The
+    ratio alone would multiply a resuming link's arrivals by the departures of the step
+    before over arrivals that were near zero.)"""
+    entering, leaving, offset = [], [], 0
+    flow = path_send
+    for width in widths:
+        piece = slice(offset, offset + width)
+        link, held = layout.link[:, piece], carry.held[:, piece]
+        queue, rate = carry.queue[link], capacity[link]
+        arriving = flow[:, None] * layout.share[:, piece]
+        draining = rate * held / jnp.maximum(queue, _TINY)
+        passing = jnp.minimum(carry.ratio[link], 1.0) * arriving + held / dt
+        out = jnp.where(queue >= rate * dt, draining, passing)
+        entering.append(flow)
+        leaving.append(out)
+        flow = out.sum(axis=1)
+        offset += width
+    return _per_slot(entering, widths), jnp.concatenate(leaving, axis=1)
+
+
 def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
           ) -> tuple[Carry, _Sums]:
     model, discipline = physics.model, physics.discipline
@@ -268,16 +356,25 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     offered = jax.ops.segment_sum(wanted, problem.nic, links)
     nic_share = jnp.minimum(1.0, queues.capacity / jnp.maximum(offered, _TINY))[problem.nic]
     send = wanted * nic_share
+    paused = jnp.zeros_like(queues.capacity)
+    if physics.pfc:  # a paused transmitter sends nothing: a NIC's senders, a port's queue
+        paused = _transmitters_paused(carry, time, dt, queues.pause_delay)
+        send = send * (1.0 - paused[problem.nic])
+        queues = queues._replace(capacity=queues.capacity * (1.0 - paused))
     packets_per_s = send / problem.packet
 
-    # Tier by tier: the flow entering hop h + 1 is the flow entering hop h times the
-    # share-weighted departure/arrival ratio of its hop-h links (exact for one path).
-    passed = _by_hop(layout.share * carry.ratio[layout.link], widths)
-    entering = [jnp.ones_like(send)]
-    for through in passed[:-1]:
-        entering.append(entering[-1] * through)
     path_send = send * layout.weight
-    slot_entering = _per_slot([path_send * e for e in entering], widths)
+    if physics.pfc:
+        slot_entering, slot_leaving = _tiers_from_queues(path_send, carry, queues.capacity,
+                                                         layout, widths, dt)
+    else:
+        # Tier by tier: the flow entering hop h + 1 is the flow entering hop h times the
+        # share-weighted departure/arrival ratio of its hop-h links (exact for one path).
+        passed = _by_hop(layout.share * carry.ratio[layout.link], widths)
+        entering = [jnp.ones_like(send)]
+        for through in passed[:-1]:
+            entering.append(entering[-1] * through)
+        slot_entering = _per_slot([path_send * e for e in entering], widths)
     hop_flow = slot_entering * layout.share
     arrival = jax.ops.segment_sum(hop_flow.ravel(), layout.link.ravel(), links)
 
@@ -287,8 +384,14 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     loss = jnp.where(flowing, moved.drop / jnp.maximum(arrival, _TINY), 0.0)
     ratio = jnp.where(flowing, moved.departure / jnp.maximum(arrival, _TINY), 1.0)
     measure = discipline.average(carry.measure, moved.queue, problem.aqm, dt)
-    # delivered: what enters each path's last hop and leaves it (this step's ratio there)
-    flow_rate = jnp.sum(slot_entering * layout.exit * ratio[layout.link], axis=1)
+    held, views, decided = carry.held, carry.pause_views, carry.pause_times
+    if physics.pfc:
+        held, views, decided = _flow_control(carry, hop_flow, early_drop, arrival, moved,
+                                             problem, layout, widths)
+        # delivered: what leaves each path's last hop
+        flow_rate = jnp.sum(slot_leaving * layout.last, axis=1)
+    else:  # delivered: what enters each path's last hop and leaves it (this step's ratio there)
+        flow_rate = jnp.sum(slot_entering * layout.exit * ratio[layout.link], axis=1)
 
     mark_loss = _path_signal(jnp.stack([mark, loss]), layout, widths)
     sent = jnp.stack([mark_loss[0], mark_loss[1], packets_per_s], axis=1)
@@ -315,11 +418,10 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     completion = jnp.where(finished, time + dt, carry.completion)
 
     new_carry = Carry(carry.step + 1, state, delivered, flow_total, completion, moved.queue,
-                      measure, ratio,
-                      rtt_later, feedback)
+                      measure, ratio, held, views, decided, rtt_later, feedback)
     marked = mark * arrival
-    sums = _Sums(arrival, moved.departure, moved.drop, marked, flow_rate, send, moved.queue,
-                 moved.queue)
+    sums = _Sums(arrival, moved.departure, moved.drop, marked, flow_rate, send, paused,
+                 moved.queue, moved.queue)
     return new_carry, sums
 
 
@@ -331,7 +433,7 @@ def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, car
     def body(inner: tuple[Carry, _Sums], _: None) -> tuple[tuple[Carry, _Sums], None]:
         current, sums = inner
         current, now = _step(physics, problem, layout, current)
-        summed = _Sums(*(a + b for a, b in zip(sums[:6], now[:6], strict=True)),
+        summed = _Sums(*(a + b for a, b in zip(sums[:7], now[:7], strict=True)),
                        jnp.maximum(sums.queue_max, now.queue_max),
                        jnp.minimum(sums.queue_min, now.queue_min))
         return (current, summed), None
@@ -339,7 +441,7 @@ def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, car
     links, controllers = carry.queue.shape[0], carry.delivered.shape[0]
     zl = jnp.zeros(links, carry.queue.dtype)
     zf = jnp.zeros(controllers, carry.queue.dtype)
-    start = _Sums(zl, zl, zl, zl, zf, zf, zl, jnp.full(links, jnp.inf, carry.queue.dtype))
+    start = _Sums(zl, zl, zl, zl, zf, zf, zl, zl, jnp.full(links, jnp.inf, carry.queue.dtype))
     if steps is None:
         (carry, sums), _ = jax.lax.scan(body, (carry, start), None, length=grid.steps_per_record)
         n = grid.steps_per_record
@@ -350,7 +452,8 @@ def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, car
     sample = Trajectory(
         queue=carry.queue, queue_max=sums.queue_max, queue_min=sums.queue_min,
         arrival=sums.arrival / n, departure=sums.departure / n, drop=sums.drop / n,
-        mark=sums.mark / n, flow_rate=sums.flow_rate / n, send_rate=sums.send_rate / n,
+        mark=sums.mark / n, pause=sums.pause / n, flow_rate=sums.flow_rate / n,
+        send_rate=sums.send_rate / n,
         rtt=carry.rtt, state=carry.state, delivered=carry.delivered,
         completion=carry.completion, dt=problem.dt,
     )

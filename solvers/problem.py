@@ -46,10 +46,13 @@ class Physics:
     # what delays the feedback: the round trip at the current queues, or its propagation part
     # alone (the loop delay held fixed, as fluid-model stability analyses assume)
     feedback: Literal["round_trip", "propagation"] = "round_trip"
+    # lossless switches (`models.pfc`): how many steps of pause decisions the solver keeps for
+    # their flight to the paused links (0: no PFC)
+    pfc: int = 0
 
 
 class Problem(NamedTuple):
-    queues: Queues  # (L+1,) capacity and buffer
+    queues: Queues  # (L+1,) capacity, buffer and PFC thresholds
     aqm: Any  # (L+1,) each: the queue discipline's Params
     path_hops: Array  # (P, H) int32 link indices, padded with L
     path_subflow: Array  # (P,) int32

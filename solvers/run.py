@@ -99,12 +99,17 @@ def _step_limit(problem: Problem) -> Callable[[Trajectory, float, float], float]
 
 
 def _regrid(carry: Carry, old: int, new: int) -> Carry:
-    """The carry with its step counter and feedback ring on the new grid."""
+    """The carry with its step counter, feedback ring and PFC decisions on the new grid (the
+    decisions keep their times; their ring turns so that it still starts, oldest first, at
+    the step counter)."""
     step = np.asarray(carry.step)
     stepped, slots, due = regrid(int(step), np.asarray(carry.feedback.slots),
                                  np.asarray(carry.feedback.due), old, new)
     feedback = carry.feedback._replace(slots=jnp.asarray(slots), due=jnp.asarray(due))
-    return carry._replace(step=jnp.full_like(carry.step, stepped), feedback=feedback)
+    turn = stepped - int(step)
+    return carry._replace(step=jnp.full_like(carry.step, stepped), feedback=feedback,
+                          pause_views=jnp.roll(carry.pause_views, turn, axis=0),
+                          pause_times=jnp.roll(carry.pause_times, turn, axis=0))
 
 
 def solve_together(physics: Physics, problems: list[Problem], grid: Grid, *,

@@ -105,7 +105,7 @@ def test_a_receiver_short_of_cnps_loses_control_of_the_queue(engine: str) -> Non
     without the cap peaks near Kmax, fills the 2 MB buffer, in both engines (seed 001's
     explanation of DCQCN's failure in large incasts). The engines differ in what follows: the
     fluid model ignores the losses and stays full; packet-level flows stall until their
-    timeouts and the queue drains (PFC, not modelled yet, would hold the packets instead)."""
+    timeouts and the queue drains (`[aqm] pfc = true` would hold the packets instead)."""
     def peak(capacity: float) -> float:
         scenario = Scenario.from_dict({
             "topology": {"kind": "star", "senders": 8, "link_rate": "10Gbps", "delay": "1us",

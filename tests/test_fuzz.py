@@ -74,6 +74,17 @@ RING_CSV = "src,dst\nh0,s0\nh1,s1\nh2,s2\ns0,s1\ns1,s2\ns2,s0\n"  # three switch
 
 @st.composite
 def aqms(draw: st.DrawFn) -> dict[str, Any]:
+    """A queue discipline, lossless (PFC, thresholds drawn or the defaults) half the time."""
+    chosen = draw(disciplines())
+    if draw(st.booleans()):
+        thresholds = st.integers(0, 100).map(lambda n: f"{n}pkt")
+        chosen = {**chosen, "pfc": True, **draw(st.fixed_dictionaries(
+            {}, optional={"xoff": thresholds, "xon": thresholds}))}
+    return chosen
+
+
+@st.composite
+def disciplines(draw: st.DrawFn) -> dict[str, Any]:
     kind = draw(st.sampled_from(["droptail", "ecn_step", "red", "dcqcn"]))
     if kind == "dcqcn":  # DCQCN's marker on its published defaults, or thresholds drawn
         return {"kind": kind, **draw(st.fixed_dictionaries({}, optional={

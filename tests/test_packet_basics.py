@@ -4,6 +4,8 @@
 - Queues never exceed their buffers; every invariant of pathflow.invariants holds.
 - Drop-tail Reno saw-tooth: the buffer fills, losses recur, the queue falls back between them.
 - Window growth: +1 segment per RTT with ack_ratio 1, +1/2 with ack_ratio 2 (delayed ACKs).
+- PFC: an incast that overflows a drop-tail port loses nothing when the switch pauses the
+  NICs instead; the bottleneck stays busy, each NIC paused 1 - 1/8 of the time.
 - A finite flow completes at k RTTs of slow start + the rest at line rate + one-way latency.
 - k = 4 fat-tree permutation: spraying reaches nearly full bisection, ECMP collides.
 - Same seed, same result; another seed, another (random spraying).
@@ -135,6 +137,34 @@ def test_dcqcn_marking_follows_its_line_on_the_instantaneous_queue() -> None:
     fraction = float(link.marks.mean() / link.link_arrival.mean())
     assert fraction == pytest.approx(expected, rel=0.3)
     assert float(link.utilization.mean()) > 0.99
+
+
+def test_pfc_makes_an_incast_lossless() -> None:
+    """Eight Reno senders into one 100-packet drop-tail port, 1 Gb/s everywhere: without PFC
+    slow start overflows it; with PFC (`models.pfc`) the switch pauses the host NICs instead.
+    Each of the switch's 9 ingress ports may fill to its share of the buffer (Xoff plus the
+    headroom for a PAUSE's round trip), so the bottleneck, fed by 8 of them, holds at most 8/9
+    of it and drops nothing; a port resumes at Xon, far above empty, so the bottleneck never
+    idles. Its full rate is the NICs' busy time summed, and a NIC with window to spare is
+    either busy or paused: on average paused 1 - 1/8 of the time."""
+    lossy = simulate_packets(star(8))
+    lossless = simulate_packets(star(8).with_updates({"aqm.pfc": True}))
+    assert lossy.attrs["packets_dropped"] > 0
+    assert "pause" not in lossy
+    assert lossless.attrs["packets_dropped"] == 0
+    assert float(lossless.drops.max()) == 0.0
+    bottleneck = lossless.sel(link="s0->r0")
+    assert float(bottleneck.queue_max.max()) <= 8 / 9 * float(bottleneck.buffer)
+    late = lossless.sel(time=lossless.time > 0.002)  # windows have outgrown what the path holds
+    utilization = float(late.utilization.sel(link="s0->r0").mean())
+    assert utilization > 0.99
+    nics = [f"h{i}->s0" for i in range(8)]
+    pause = late.pause.sel(link=nics)
+    assert np.all(pause.mean("time") > 0)
+    assert float(pause.mean()) == pytest.approx(1 - utilization / 8, abs=0.02)
+    assert float(lossless.pause.drop_sel(link=nics).max()) == 0.0  # ACK queues stay short
+    assert lossless.pause.attrs.get("units") == "1"
+    assert all(invariants(lossless).values()), invariants(lossless)
 
 
 @pytest.mark.parametrize("ack_ratio", [1, 2])

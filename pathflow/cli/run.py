@@ -70,6 +70,14 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
                       pk(float(queues["mean"][i])), pk(float(queues["p99"][i])),
                       pk(float(queues["max"][i])), format_rate(float(hot.drops[i])))
     console.print(links)
+    if summary.paused.size:
+        paused = Table(title="Links paused longest by PFC (whole run)", title_justify="left")
+        for column in ("link", "paused", "of the run"):
+            paused.add_column(column, justify="left" if column == "link" else "right")
+        duration = float(ds.time[-1])
+        for name, seconds in zip(summary.paused.link.values, summary.paused.values, strict=True):
+            paused.add_row(str(name), format_time(float(seconds)), f"{seconds / duration:.1%}")
+        console.print(paused)
     convergence = summary.convergence
     if convergence.reason:
         console.print(f"Convergence: {convergence.reason}")

@@ -146,7 +146,7 @@ def dcqcn_stability() -> CaseResult:
 
 def ten_gig_incast(flows: int, preset: str) -> Scenario:
     """`flows` DCQCN flows from 8 senders into one receiver at 10 Gb/s, 1 KB packets, a 20 MB
-    buffer that nothing overflows (PFC is not modelled yet), 300 ms."""
+    buffer that nothing overflows (so that PFC would never act), 300 ms."""
     return Scenario.from_dict({
         "topology": {"kind": "star", "senders": 8, "link_rate": "10Gbps", "delay": "1us",
                      "buffer": "20MB"},

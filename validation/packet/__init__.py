@@ -20,6 +20,9 @@ holds >= K" is the same backlog); RED with an EWMA of the backlog per arrival an
 pmax (avg - min)/(max - min), marking ECN-capable packets and dropping others. The backlog counts
 bytes waiting, not the packet being serialised (ns-3's queue disc + device queue). A packet is
 serialised at size / rate and arrives `delay` after its last bit left (store-and-forward).
+With `[aqm] pfc`, each switch counts per ingress link the bytes waiting in its queues and, one
+propagation delay after they pass Xoff, stops that link's transmitter from starting packets
+until they fall below Xon (`models.pfc`; the `pause` variable).
 
 Hosts. A host's own egress port (its NIC) never drops and never holds data: when free and empty
 of ACKs it pulls the next packet from its senders, round-robin (the fluid model's backpressure;
@@ -74,8 +77,8 @@ Scope and limitations
 No SACK scoreboard (NewReno recovers one hole per round trip; after a slow-start overshoot into
 a large drop-tail buffer that takes long); no handshake (flows start established, RTO seeded
 with the path's base RTT); no pacing of TCP, TSO/GRO or interrupt coalescing; DCQCN
-(`dcqcn.py`: paced senders, CNPs from the receiver, DCQCN's marking in `aqm`) but no PFC yet
-(room: a pause state consulted in `links.start_transmission`); a sender's paths must leave its
+(`dcqcn.py`: paced senders, CNPs from the receiver, DCQCN's marking in `aqm`); PFC (`links`)
+with one traffic class and static per-ingress-port thresholds; a sender's paths must leave its
 host by one link; a window cannot exceed the receive ring (4 x the largest path's BDP plus
 buffers); RED marks each arrival independently (no count-based spacing); ACKs of ECN-capable
 flows are ECN-capable (Linux DCTCP), so a congested step marker marks rather than drops them.
@@ -99,11 +102,12 @@ throughput within 0.2 %. `dctcp_hardware`:
 the DCTCP star's queue against the hardware trace (p1..p99 16..23 vs 16.3..21.4 packets, mean
 19.8 vs 19.0). tests/test_packet_basics.py: line rate and base RTT on an idle path, buffers and
 byte conservation, the Reno saw-tooth, growth of 1/b segment per RTT, the closed-form
-completion time of a finite flow, spraying against ECMP on the k = 4 fat-tree, determinism, the
-Dataset names. tests/test_mptcp_packet.py: a one-subflow connection is Reno number for number;
-a finite connection delivers its size once over its subflows; coupled growth of 1/n segment per
-RTT; RFC 6356's goals (disjoint paths filled, do no harm, balance congestion); a k = 4 fat-tree
-with 4 LIA subflows per connection against the fluid model and the paths' optimum.
+completion time of a finite flow, a lossless PFC incast, spraying against ECMP on the k = 4
+fat-tree, determinism, the Dataset names. tests/test_mptcp_packet.py: a one-subflow connection
+is Reno number for number; a finite connection delivers its size once over its subflows;
+coupled growth of 1/n segment per RTT; RFC 6356's goals (disjoint paths filled, do no harm,
+balance congestion); a k = 4 fat-tree with 4 LIA subflows per connection against the fluid
+model and the paths' optimum.
 
 References
 ----------

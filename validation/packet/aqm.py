@@ -20,8 +20,8 @@ applies after marking (a marked packet that does not fit is dropped).
   pmax (q - kmin) / (kmax - kmin) above Kmin and always above Kmax, or, with the extended ramp,
   with that line's probability (capped at 1) above Kmax too (`models.aqm.DcqcnMarking`).
 
-Room for later: PFC is not an admission decision but a per-port pause state that
-`links.start_transmission` will consult.
+PFC is not an admission decision but a pause state of the transmitter (`links`): with PFC the
+AQM still marks, and the buffer limit still drops what headroom did not leave room for.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ a reverse path for its ACKs. A connection's subflows are contiguous senders (`SI
 A TCP flow gets all its segments at once; a finite MPTCP connection's segments are handed to
 its subflows one at a time as they send new data (`sender`), and an endless one gives every
 subflow endless data. AQM applies at switch ports; a host's egress port is a NIC
-(see `links`). Sizes of the preallocated pools follow from the buffers and windows; `Sizing`
-lets `simulate_packets` enlarge them when a run reports that they were too small.
+(see `links`); PFC's Xoff and Xon are the fluid model's (`topology.pfc_thresholds`). Sizes of
+the preallocated pools follow from the buffers and windows; `Sizing` lets `simulate_packets`
+enlarge them when a run reports that they were too small.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathflow.cost import available_memory
 from pathflow.models.registry import CONTROLS
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError
-from pathflow.topology import Network, build_network, path_base_rtt
+from pathflow.topology import Network, build_network, path_base_rtt, pfc_thresholds
 from pathflow.units import format_bytes
 from pathflow.validation.packet import layout as L
 
@@ -141,6 +142,7 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
     param[:, L.LP_RED_PMAX] = aqm.get("pmax", 1.0)
     param[:, L.LP_RED_WEIGHT] = aqm.get("weight", 1.0)
     param[:, L.LP_EXTENDED] = float(aqm.get("ramp") == "extended")
+    param[:, L.LP_XOFF], param[:, L.LP_XON] = pfc_thresholds(scenario, network)  # inf: never
     state = np.zeros((n, L.N_LI), np.int64)
     state[:, L.LI_NIC] = nic
     state[:, L.LI_AQM] = np.where(nic == 1, L.AQM_NONE, L.AQM_CODES[scenario.si.aqm.kind])
@@ -249,7 +251,7 @@ def build(scenario: Scenario, options: Options) -> Built:
         ssthresh=float(values["ssthresh"]),
         ring=int(ring), interval=float(options.sample_interval),
         records=math.ceil(duration / options.sample_interval - 1e-9),
-        seed=int(options.seed))
+        seed=int(options.seed), pfc=bool(scenario.si.aqm.pfc))
 
     # senders: one per subflow (a TCP flow has one; an MPTCP connection several, contiguous)
     conn_first = np.searchsorted(subflow_flow, np.arange(n_flows + 1)).astype(np.int64)
@@ -320,7 +322,8 @@ def build(scenario: Scenario, options: Options) -> Built:
     pool = int(buffered + n_subflows * (4 * (bdp + cfg.init_cwnd) + 64) + 4096)
     pool *= options.pool_scale
     timers = 3 * n_subflows  # RTO, delayed ACK, congestion-control timer per sender
-    heap = pool + n_links + 3 * timers + n_subflows + 64
+    # a TX_DONE and two PFC frames (a PAUSE and a resume in flight) per link
+    heap = pool + 3 * n_links + 3 * timers + n_subflows + 64
     _check_memory(pool, heap, options.pool_scale)
     ctl = np.zeros(L.N_CTL, np.int64)
     sim = L.Sim(

@@ -82,6 +82,8 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         "slow_start": (cwnd < ssthresh).astype(np.float64),
         "lost": rs[:, :, L.RS_DROPPED],
     }
+    if scenario.si.aqm.pfc:  # as the fluid results: only where something may pause
+        variables["pause"] = rl[:, :, L.RL_PAUSE]
     is_dctcp = si[:, L.SI_CC] == L.CC_DCTCP
     is_dcqcn = si[:, L.SI_CC] == L.CC_DCQCN
     if np.any(is_dctcp | is_dcqcn):

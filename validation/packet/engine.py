@@ -6,6 +6,8 @@
                 destination host (data -> receiver, ACK -> sender, then the sender's NIC)
     EV_TIMER    a protocol timer: retransmission timeout or delayed ACK
     EV_WAKE     a paced sender may emit again
+    EV_PFC      a PFC PAUSE or resume frame reaches link l's transmitter (obj 2 l + 1 or 2 l):
+                it stops starting packets, or starts again
 
 Samples are written whenever simulated time passes a multiple of the sample interval, before
 the first event at or after that instant runs. The loop stops at the end of the last interval,
@@ -26,6 +28,7 @@ from pathflow.validation.packet.layout import (
     CTL_HEAP_SIZE,
     CTL_STATUS,
     EV_ARRIVE,
+    EV_PFC,
     EV_START,
     EV_TIMER,
     EV_TX_DONE,
@@ -42,7 +45,13 @@ from pathflow.validation.packet.layout import (
     SI_WAKE_PENDING,
     STATUS_OK,
 )
-from pathflow.validation.packet.links import enqueue, finish_transmission, kick_nic, next_link
+from pathflow.validation.packet.links import (
+    enqueue,
+    finish_transmission,
+    kick_nic,
+    next_link,
+    pfc_frame,
+)
 from pathflow.validation.packet.packets import release_packet
 from pathflow.validation.packet.receiver import on_data, on_delack_timer
 from pathflow.validation.packet.recorder import record
@@ -114,6 +123,8 @@ def run(sim) -> int:
         elif kind == EV_WAKE:
             sim.senders.i[obj, SI_WAKE_PENDING] = 0
             kick_nic(sim, sim.senders.i[obj, SI_NIC], now)
+        elif kind == EV_PFC:
+            pfc_frame(sim, obj >> 1, obj & 1, now)
     if ctl[CTL_STATUS] != STATUS_OK:
         return ctl[CTL_STATUS]
     while k < cfg.records:

@@ -5,9 +5,10 @@ arrays (no Python objects, no allocation per packet). Each element keeps a float
 table with one row per element and named columns, e.g. `sim.senders.f[s, SF_CWND]` or
 `sim.links.i[l, LI_BUSY]`:
 
-- `Links`: per directed link its parameters (rate, delay, buffer, AQM), its egress port (FIFO of
-  packet ids as a linked list, backlog, the packet in service, RED average) and the current
-  sample interval's counters.
+- `Links`: per directed link its parameters (rate, delay, buffer, AQM, PFC thresholds), its
+  egress port (FIFO of packet ids as a linked list, backlog, the packet in service, RED
+  average), its PFC state (as the ingress port of the switch it feeds, and as a paused
+  transmitter) and the current sample interval's counters.
 - `Paths`: link sequences, flattened; each forward path has its reverse (the ACK path).
 - `Packets`: a pool of packet records recycled through a free list.
 - `Events` (binary heap), `Timers` (lazily cancelled protocol timers).
@@ -65,7 +66,9 @@ LP_RED_MAX = 5  # bytes (DCQCN: Kmax)
 LP_RED_PMAX = 6
 LP_RED_WEIGHT = 7  # EWMA weight per arrival
 LP_EXTENDED = 8  # DCQCN: 1 where the marking ramp goes on past Kmax
-N_LP = 9
+LP_XOFF = 9  # bytes: PFC pauses this link above this ingress occupancy (inf: never)
+LP_XON = 10  # bytes: ... and resumes it below this one
+N_LP = 11
 # links: state (float)
 LF_BACKLOG = 0  # bytes waiting
 LF_TX_START = 1  # s, when the packet in service started
@@ -79,7 +82,11 @@ LF_MARKED = 8
 LF_QMIN = 9  # smallest / largest backlog in the interval
 LF_QMAX = 10
 LF_CNP_NEXT = 11  # s: a host NIC's next CNP may leave from then (DCQCN's CNP capacity)
-N_LF = 12
+# PFC: the link as an ingress port of the switch at its far end, and as a paused transmitter
+LF_INGRESS = 12  # bytes that came by this link and wait in the far switch's egress FIFOs
+LF_PAUSED_SINCE = 13  # s: start of the pause time not yet in LF_PAUSE_TIME (while paused)
+LF_PAUSE_TIME = 14  # s paused in the current sample interval
+N_LF = 15
 # links: state (int)
 LI_NIC = 0  # 1 for a host's own egress port (never drops, pulls from its senders)
 LI_AQM = 1  # AQM_* code
@@ -88,7 +95,9 @@ LI_TAIL = 3
 LI_BUSY = 4
 LI_IN_SERVICE = 5  # packet id or -1
 LI_RR = 6  # round-robin position among the NIC's senders
-N_LI = 7
+LI_PAUSED = 7  # PFC, the transmitter's view: 1 while a PAUSE frame holds it
+LI_PFC_SENT = 8  # PFC, the far switch's view: 1 from sending a PAUSE to sending the resume
+N_LI = 9
 
 # --- paths (int) -------------------------------------------------------------------------------
 PI_START = 0  # offset into Paths.links
@@ -119,6 +128,7 @@ EV_TX_DONE = np.int64(1)  # obj: link (its packet in service is fully serialised
 EV_ARRIVE = np.int64(2)  # obj: packet (its last bit reaches the far end of its current link)
 EV_TIMER = np.int64(3)  # obj: timer id (see Sim.timers)
 EV_WAKE = np.int64(4)  # obj: sender (a paced sender may emit again)
+EV_PFC = np.int64(5)  # obj: 2 x link + 1 (a PAUSE reaches the link's transmitter), + 0 (resume)
 
 # --- timers (float) ----------------------------------------------------------------------------
 TM_DEADLINE = 0  # when the timer should fire (inf: off)
@@ -229,7 +239,8 @@ RL_ARRIVAL = 3  # bytes/s over the interval
 RL_DEPARTURE = 4
 RL_DROP = 5
 RL_MARK = 6
-N_RL = 7
+RL_PAUSE = 7  # fraction of the interval the link's transmitter was paused (PFC)
+N_RL = 8
 RS_CWND = 0  # bytes
 RS_SSTHRESH = 1  # bytes
 RS_RTT = 2  # s
@@ -320,6 +331,8 @@ class Config(NamedTuple):
     interval: float  # sample interval, s
     records: int
     seed: int
+    pfc: bool  # some link may pause: count ingress bytes (`links`; skipped without PFC, a
+    #            per-packet cost the other runs need not pay)
 
 
 class Sim(NamedTuple):

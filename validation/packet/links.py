@@ -19,6 +19,17 @@ next packet. A sender therefore emits at most at its NIC's line rate and only wh
 free, like Linux's TCP small queues, and its RTT samples carry no self-inflicted host queueing.
 For a host with one flow the departure times are those of an unlimited FIFO fed with window
 bursts (ns-3's host queue); with several flows the NIC interleaves them packet by packet.
+
+Priority flow control (`models.pfc`, one traffic class, data and ACKs alike): each link also
+counts, as an ingress port of the switch at its far end, its bytes waiting in that switch's
+egress FIFOs, by the backlog's rule (the packet in service and one that goes straight into
+service are not waiting). Crossing Xoff or Xon makes the switch send a PAUSE or resume, which
+takes effect at the link's transmitter one propagation delay later (EV_PFC). The switch's flag
+(LI_PFC_SENT) and the transmitter's (LI_PAUSED) are kept apart because frames are in flight: a
+count that crosses back and forth within that delay sends each frame once, and they arrive in
+order. A paused port starts nothing new (the packet in service finishes): a switch port keeps
+its FIFO, a NIC stops pulling from its senders. With PFC off Xoff and Xon are inf: nothing
+pauses, and nothing is counted (`Config.pfc`).
 """
 
 from __future__ import annotations
@@ -27,11 +38,12 @@ import numpy as np
 
 from pathflow.validation.packet.aqm import DROP, MARK, admit
 from pathflow.validation.packet.events import push_event
-from pathflow.validation.packet.jit import kernel
+from pathflow.validation.packet.jit import kernel, outlined
 from pathflow.validation.packet.layout import (
     CTL_DROPS,
     CTL_HOPS,
     EV_ARRIVE,
+    EV_PFC,
     EV_TX_DONE,
     LF_ARRIVED,
     LF_BACKLOG,
@@ -39,7 +51,10 @@ from pathflow.validation.packet.layout import (
     LF_DEPARTED,
     LF_DROPPED,
     LF_IDLE_SINCE,
+    LF_INGRESS,
     LF_MARKED,
+    LF_PAUSE_TIME,
+    LF_PAUSED_SINCE,
     LF_QMAX,
     LF_QMIN,
     LF_TX_START,
@@ -47,10 +62,14 @@ from pathflow.validation.packet.layout import (
     LI_HEAD,
     LI_IN_SERVICE,
     LI_NIC,
+    LI_PAUSED,
+    LI_PFC_SENT,
     LI_RR,
     LI_TAIL,
     LP_DELAY,
     LP_RATE,
+    LP_XOFF,
+    LP_XON,
     PI_LENGTH,
     PI_START,
     PK_CE,
@@ -64,11 +83,44 @@ from pathflow.validation.packet.layout import (
 from pathflow.validation.packet.packets import release_packet
 from pathflow.validation.packet.sender import can_send, emit
 
-__all__ = ["enqueue", "finish_transmission", "kick_nic", "next_link", "start_transmission"]
+__all__ = ["enqueue", "finish_transmission", "kick_nic", "next_link", "pfc_frame",
+           "start_transmission"]
+
+_RESUME, _PAUSE = np.int64(0), np.int64(1)  # PFC frames (EV_PFC's obj: 2 x link + frame)
+
+
+@outlined
+def _send_pfc(sim, link: int, frame: int, now: float) -> None:
+    """The switch at the far end of `link` sends its transmitter a PAUSE or resume `frame`.
+    Outlined, as the rest of PFC's rare paths: inlined, every FIFO operation of every run would
+    carry a copy of the heap's sift-up."""
+    sim.links.i[link, LI_PFC_SENT] = frame
+    push_event(sim, now + sim.links.param[link, LP_DELAY], EV_PFC, 2 * link + frame)
 
 
 @kernel
-def _push_back(sim, port: int, p: int) -> None:
+def _ingress(sim, p: int, change: float, now: float) -> None:
+    """Packet p starts or stops waiting at a switch: the bytes waiting there that came by its
+    previous link change by `change`; the switch pauses or resumes that link at Xoff / Xon."""
+    if not sim.cfg.pfc:
+        return  # nothing pauses: no need to count
+    pk = sim.packets.i
+    hop = pk[p, PK_HOP]
+    if hop == 0:
+        return  # waiting in its own host's NIC: no link feeds it
+    link = sim.paths.links[sim.paths.i[pk[p, PK_PATH], PI_START] + hop - 1]
+    lf, li, lp = sim.links.f, sim.links.i, sim.links.param
+    waiting = lf[link, LF_INGRESS] + change
+    lf[link, LF_INGRESS] = waiting
+    if li[link, LI_PFC_SENT]:
+        if waiting < lp[link, LP_XON]:
+            _send_pfc(sim, link, _RESUME, now)
+    elif waiting > lp[link, LP_XOFF]:
+        _send_pfc(sim, link, _PAUSE, now)
+
+
+@kernel
+def _push_back(sim, port: int, p: int, now: float) -> None:
     li, lf, pk = sim.links.i, sim.links.f, sim.packets.i
     pk[p, PK_NEXT] = -1
     if li[port, LI_HEAD] < 0:
@@ -78,10 +130,11 @@ def _push_back(sim, port: int, p: int) -> None:
     li[port, LI_TAIL] = p
     lf[port, LF_BACKLOG] += sim.packets.size[p]
     lf[port, LF_QMAX] = max(lf[port, LF_QMAX], lf[port, LF_BACKLOG])
+    _ingress(sim, p, sim.packets.size[p], now)
 
 
 @kernel
-def _pop_front(sim, port: int) -> int:
+def _pop_front(sim, port: int, now: float) -> int:
     li, lf = sim.links.i, sim.links.f
     p = li[port, LI_HEAD]
     if p < 0:
@@ -93,6 +146,7 @@ def _pop_front(sim, port: int) -> int:
     else:
         lf[port, LF_BACKLOG] -= sim.packets.size[p]
     lf[port, LF_QMIN] = min(lf[port, LF_QMIN], lf[port, LF_BACKLOG])
+    _ingress(sim, p, -sim.packets.size[p], now)
     return p
 
 
@@ -128,11 +182,12 @@ def _serve(sim, port: int, p: int, now: float, gap: float) -> None:
 
 @kernel
 def start_transmission(sim, port: int, now: float) -> None:
-    """The port is free: serialise its next packet (FIFO head; for a NIC, else a pulled one)."""
+    """The port is free: serialise its next packet (FIFO head; for a NIC, else a pulled one),
+    unless PFC pauses it (then the resume calls this again)."""
     li = sim.links.i
     gap = 0.0
-    p = _pop_front(sim, port)
-    if p < 0 and li[port, LI_NIC]:
+    p = -1 if li[port, LI_PAUSED] else _pop_front(sim, port, now)
+    if p < 0 and li[port, LI_NIC] and not li[port, LI_PAUSED]:
         p = _pull(sim, port, now)
         if p >= 0 and sim.cfg.host_jitter > 0.0:  # host timing noise (see Config.host_jitter)
             wire = sim.packets.size[p] + sim.cfg.header_bytes
@@ -174,10 +229,10 @@ def enqueue(sim, port: int, p: int, now: float) -> None:
         if verdict == MARK:
             pk[p, PK_CE] = 1
             links.f[port, LF_MARKED] += size
-    if idle:
+    if idle and not links.i[port, LI_PAUSED]:
         _serve(sim, port, p, now, 0.0)  # straight into service, never counted as waiting
     else:
-        _push_back(sim, port, p)
+        _push_back(sim, port, p, now)
 
 
 @kernel
@@ -185,6 +240,23 @@ def kick_nic(sim, nic: int, now: float) -> None:
     """A sender on this NIC may have become able to send: start the NIC if it is idle."""
     if sim.links.i[nic, LI_BUSY] == 0 and sim.links.i[nic, LI_HEAD] < 0:
         start_transmission(sim, nic, now)
+
+
+@outlined
+def pfc_frame(sim, link: int, pause: int, now: float) -> None:
+    """A PAUSE (`pause` 1) or resume (0) frame reaches the transmitter of `link` (outlined: a
+    copy of `start_transmission` in the event loop's body would slow every run)."""
+    li, lf = sim.links.i, sim.links.f
+    if pause:
+        if not li[link, LI_PAUSED]:
+            li[link, LI_PAUSED] = 1
+            lf[link, LF_PAUSED_SINCE] = now
+        return
+    if li[link, LI_PAUSED]:
+        li[link, LI_PAUSED] = 0
+        lf[link, LF_PAUSE_TIME] += now - lf[link, LF_PAUSED_SINCE]
+    if not li[link, LI_BUSY]:
+        start_transmission(sim, link, now)  # its FIFO, or for a NIC its senders
 
 
 @kernel

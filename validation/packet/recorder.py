@@ -1,7 +1,9 @@
 """Sampling: at the end of every interval, write the interval's statistics and reset them.
 
-Per link: the backlog at the sample instant and its extremes within the interval, and the
-bytes that arrived, departed (pro rata for the packet in service), were dropped or marked.
+Per link: the backlog at the sample instant and its extremes within the interval, the bytes
+that arrived, departed (pro rata for the packet in service), were dropped or marked, and the
+fraction of the interval its transmitter was paused by PFC (a pause still on counted up to the
+sample instant, the rest in the next interval).
 Per sender: cwnd and ssthresh (bytes), the mean RTT sample of the interval (the last one if the
 interval had none), alpha, cumulative bytes delivered in order and sent, and OLIA's loss
 intervals (segments acknowledged since the last loss event, and between the two before).
@@ -17,17 +19,21 @@ from pathflow.validation.packet.layout import (
     LF_DEPARTED,
     LF_DROPPED,
     LF_MARKED,
+    LF_PAUSE_TIME,
+    LF_PAUSED_SINCE,
     LF_QMAX,
     LF_QMIN,
     LF_TX_START,
     LI_BUSY,
     LI_IN_SERVICE,
+    LI_PAUSED,
     LP_RATE,
     RF_DELIVERED,
     RL_ARRIVAL,
     RL_DEPARTURE,
     RL_DROP,
     RL_MARK,
+    RL_PAUSE,
     RL_QUEUE,
     RL_QUEUE_MAX,
     RL_QUEUE_MIN,
@@ -86,10 +92,15 @@ def record(sim, k: int, now: float) -> None:
         out[port, RL_DEPARTURE] = lf[port, LF_DEPARTED] * scale
         out[port, RL_DROP] = lf[port, LF_DROPPED] * scale
         out[port, RL_MARK] = lf[port, LF_MARKED] * scale
+        if li[port, LI_PAUSED]:  # split a pause that spans the sample instant
+            lf[port, LF_PAUSE_TIME] += now - lf[port, LF_PAUSED_SINCE]
+            lf[port, LF_PAUSED_SINCE] = now
+        out[port, RL_PAUSE] = lf[port, LF_PAUSE_TIME] * scale
         lf[port, LF_ARRIVED] = 0.0
         lf[port, LF_DEPARTED] = 0.0
         lf[port, LF_DROPPED] = 0.0
         lf[port, LF_MARKED] = 0.0
+        lf[port, LF_PAUSE_TIME] = 0.0
         lf[port, LF_QMIN] = q
         lf[port, LF_QMAX] = q
     sf, si = sim.senders.f, sim.senders.i
