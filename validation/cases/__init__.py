@@ -16,7 +16,8 @@
 from importlib import import_module
 
 # report order
-MODULES = ("closed_forms", "dcqcn", "measured", "ns3", "packet", "calibration", "mptcp", "mesh")
+MODULES = ("closed_forms", "dcqcn", "lossless", "measured", "ns3", "packet", "calibration",
+           "mptcp", "mesh")
 
 for _module in MODULES:
     import_module(f"{__name__}.{_module}")
