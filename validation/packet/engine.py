@@ -46,8 +46,8 @@ from pathflow.validation.packet.layout import (
     STATUS_OK,
 )
 from pathflow.validation.packet.links import (
-    enqueue,
     finish_transmission,
+    forward,
     kick_nic,
     next_link,
     pfc_frame,
@@ -64,7 +64,7 @@ __all__ = ["run"]
 def _arrive(sim, p: int, now: float) -> None:
     nxt = next_link(sim, p)
     if nxt >= 0:
-        enqueue(sim, nxt, p, now)
+        forward(sim, nxt, p, now)
         return
     pk = sim.packets.i
     s = pk[p, PK_OWNER]

@@ -83,31 +83,57 @@ from pathflow.validation.packet.layout import (
 from pathflow.validation.packet.packets import release_packet
 from pathflow.validation.packet.sender import can_send, emit
 
-__all__ = ["enqueue", "finish_transmission", "kick_nic", "next_link", "pfc_frame",
+__all__ = ["enqueue", "finish_transmission", "forward", "kick_nic", "next_link", "pfc_frame",
            "start_transmission"]
 
 _RESUME, _PAUSE = np.int64(0), np.int64(1)  # PFC frames (EV_PFC's obj: 2 x link + frame)
 
 
+@kernel
+def _push_back(sim, port: int, p: int) -> None:
+    li, lf, pk = sim.links.i, sim.links.f, sim.packets.i
+    pk[p, PK_NEXT] = -1
+    if li[port, LI_HEAD] < 0:
+        li[port, LI_HEAD] = p
+    else:
+        pk[li[port, LI_TAIL], PK_NEXT] = p
+    li[port, LI_TAIL] = p
+    lf[port, LF_BACKLOG] += sim.packets.size[p]
+    lf[port, LF_QMAX] = max(lf[port, LF_QMAX], lf[port, LF_BACKLOG])
+
+
+@kernel
+def _pop_front(sim, port: int) -> int:
+    li, lf = sim.links.i, sim.links.f
+    p = li[port, LI_HEAD]
+    if p < 0:
+        return -1
+    li[port, LI_HEAD] = sim.packets.i[p, PK_NEXT]
+    if li[port, LI_HEAD] < 0:
+        li[port, LI_TAIL] = -1
+        lf[port, LF_BACKLOG] = 0.0  # no round-off residue on an empty queue
+    else:
+        lf[port, LF_BACKLOG] -= sim.packets.size[p]
+    lf[port, LF_QMIN] = min(lf[port, LF_QMIN], lf[port, LF_BACKLOG])
+    return p
+
+
 @outlined
 def _send_pfc(sim, link: int, frame: int, now: float) -> None:
-    """The switch at the far end of `link` sends its transmitter a PAUSE or resume `frame`.
-    Outlined, as the rest of PFC's rare paths: inlined, every FIFO operation of every run would
-    carry a copy of the heap's sift-up."""
+    """The switch at the far end of `link` sends its transmitter a PAUSE or resume `frame`."""
     sim.links.i[link, LI_PFC_SENT] = frame
     push_event(sim, now + sim.links.param[link, LP_DELAY], EV_PFC, 2 * link + frame)
 
 
 @kernel
 def _ingress(sim, p: int, change: float, now: float) -> None:
-    """Packet p starts or stops waiting at a switch: the bytes waiting there that came by its
-    previous link change by `change`; the switch pauses or resumes that link at Xoff / Xon."""
-    if not sim.cfg.pfc:
-        return  # nothing pauses: no need to count
+    """Packet p starts (`change` > 0) or stops waiting in a switch's FIFO: count it against
+    the link it came by, whose transmitter the switch pauses above Xoff and resumes below Xon.
+    Called where switch ports queue and dequeue (`forward`, `_dequeued`) rather than in the
+    FIFO operations themselves: those are inlined at a dozen places of the event loop, and the
+    count there, even skipped, slowed runs without PFC by 5-10 %."""
     pk = sim.packets.i
-    hop = pk[p, PK_HOP]
-    if hop == 0:
-        return  # waiting in its own host's NIC: no link feeds it
+    hop = pk[p, PK_HOP]  # >= 1: p has crossed a link to reach a switch
     link = sim.paths.links[sim.paths.i[pk[p, PK_PATH], PI_START] + hop - 1]
     lf, li, lp = sim.links.f, sim.links.i, sim.links.param
     waiting = lf[link, LF_INGRESS] + change
@@ -120,34 +146,12 @@ def _ingress(sim, p: int, change: float, now: float) -> None:
 
 
 @kernel
-def _push_back(sim, port: int, p: int, now: float) -> None:
-    li, lf, pk = sim.links.i, sim.links.f, sim.packets.i
-    pk[p, PK_NEXT] = -1
-    if li[port, LI_HEAD] < 0:
-        li[port, LI_HEAD] = p
-    else:
-        pk[li[port, LI_TAIL], PK_NEXT] = p
-    li[port, LI_TAIL] = p
-    lf[port, LF_BACKLOG] += sim.packets.size[p]
-    lf[port, LF_QMAX] = max(lf[port, LF_QMAX], lf[port, LF_BACKLOG])
-    _ingress(sim, p, sim.packets.size[p], now)
-
-
-@kernel
-def _pop_front(sim, port: int, now: float) -> int:
-    li, lf = sim.links.i, sim.links.f
-    p = li[port, LI_HEAD]
-    if p < 0:
-        return -1
-    li[port, LI_HEAD] = sim.packets.i[p, PK_NEXT]
-    if li[port, LI_HEAD] < 0:
-        li[port, LI_TAIL] = -1
-        lf[port, LF_BACKLOG] = 0.0  # no round-off residue on an empty queue
-    else:
-        lf[port, LF_BACKLOG] -= sim.packets.size[p]
-    lf[port, LF_QMIN] = min(lf[port, LF_QMIN], lf[port, LF_BACKLOG])
-    _ingress(sim, p, -sim.packets.size[p], now)
-    return p
+def _dequeued(sim, port: int, now: float) -> None:
+    """PFC: the packet a switch port has just taken from its FIFO into service (if it took
+    one) no longer waits there. (A NIC's FIFO holds its host's own ACKs: nothing counted.)"""
+    p = sim.links.i[port, LI_IN_SERVICE]
+    if p >= 0 and not sim.links.i[port, LI_NIC]:
+        _ingress(sim, p, -sim.packets.size[p], now)
 
 
 @kernel
@@ -186,7 +190,7 @@ def start_transmission(sim, port: int, now: float) -> None:
     unless PFC pauses it (then the resume calls this again)."""
     li = sim.links.i
     gap = 0.0
-    p = -1 if li[port, LI_PAUSED] else _pop_front(sim, port, now)
+    p = -1 if li[port, LI_PAUSED] else _pop_front(sim, port)
     if p < 0 and li[port, LI_NIC] and not li[port, LI_PAUSED]:
         p = _pull(sim, port, now)
         if p >= 0 and sim.cfg.host_jitter > 0.0:  # host timing noise (see Config.host_jitter)
@@ -209,11 +213,14 @@ def finish_transmission(sim, port: int, now: float) -> None:
     sim.ctl[CTL_HOPS] += 1
     push_event(sim, now + sim.links.param[port, LP_DELAY], EV_ARRIVE, p)
     start_transmission(sim, port, now)
+    if sim.cfg.pfc:
+        _dequeued(sim, port, now)
 
 
 @kernel
-def enqueue(sim, port: int, p: int, now: float) -> None:
-    """Packet p arrives at a port: admission (AQM, buffer), then service or the FIFO."""
+def enqueue(sim, port: int, p: int, now: float) -> bool:
+    """Packet p arrives at a port: admission (AQM, buffer), then service or the FIFO; True if
+    it waits in the FIFO."""
     links, pk = sim.links, sim.packets.i
     size = sim.packets.size[p]
     links.f[port, LF_ARRIVED] += size
@@ -225,14 +232,22 @@ def enqueue(sim, port: int, p: int, now: float) -> None:
             sim.ctl[CTL_DROPS] += 1
             sim.senders.f[pk[p, PK_OWNER], SF_DROPPED] += 1.0
             release_packet(sim, p)
-            return
+            return False
         if verdict == MARK:
             pk[p, PK_CE] = 1
             links.f[port, LF_MARKED] += size
     if idle and not links.i[port, LI_PAUSED]:
         _serve(sim, port, p, now, 0.0)  # straight into service, never counted as waiting
-    else:
-        _push_back(sim, port, p, now)
+        return False
+    _push_back(sim, port, p)
+    return True
+
+
+@kernel
+def forward(sim, port: int, p: int, now: float) -> None:
+    """Packet p reached a switch: it joins `port`, and if it waits there PFC counts it."""
+    if enqueue(sim, port, p, now) and sim.cfg.pfc:
+        _ingress(sim, p, sim.packets.size[p], now)
 
 
 @kernel
@@ -257,6 +272,7 @@ def pfc_frame(sim, link: int, pause: int, now: float) -> None:
         lf[link, LF_PAUSE_TIME] += now - lf[link, LF_PAUSED_SINCE]
     if not li[link, LI_BUSY]:
         start_transmission(sim, link, now)  # its FIFO, or for a NIC its senders
+        _dequeued(sim, link, now)
 
 
 @kernel
