@@ -28,7 +28,7 @@ import numpy as np
 
 from pathflow.models.parameters import Parameter, Presets
 
-__all__ = ["Array", "CongestionModel", "Signals", "State", "flow_max", "flow_sum",
+__all__ = ["Array", "CongestionModel", "Context", "Signals", "State", "flow_max", "flow_sum",
            "receiver_sum"]
 
 Array = jax.Array
@@ -59,6 +59,13 @@ class Signals(NamedTuple):
     window_limited: Array
     flow: Array
     receiver: Array | None = None
+
+
+class Context(NamedTuple):
+    """What compile knows of each subflow for a parameter left unset (`CongestionModel.unset`)."""
+
+    nic_rate: np.ndarray  # packets/s: the rate of its sending NIC
+    receiver_flows: np.ndarray  # flows its destination host receives
 
 
 def flow_sum(values: Array, signals: Signals) -> Array:
@@ -107,6 +114,12 @@ class CongestionModel(ABC):
         optional value left unset is NaN (compile fills a rate-based sender's line rate)."""
         return cls.Params(*(np.full(controllers, np.nan if values[p.name] is None
                                     else float(values[p.name])) for p in cls.values()))
+
+    @classmethod
+    def unset(cls, name: str, context: Context) -> np.ndarray:
+        """Per subflow, the value of the optional parameter `name` left unset: by default its
+        NIC's rate (a rate-based sender's line rate)."""
+        return context.nic_rate
 
     @classmethod
     def check(cls, values: dict[str, float | str]) -> None:

@@ -111,10 +111,10 @@ import numpy as np
 from pathflow.models.base import Array, CongestionModel, Signals, State, receiver_sum
 from pathflow.models.parameters import Parameter, Presets
 
-__all__ = ["Dcqcn", "DcqcnParams"]
+__all__ = ["SURE", "TINY", "Dcqcn", "DcqcnParams", "per_packet"]
 
-_TINY = 1e-30
-_SURE = 1.0 - 1e-12  # p is kept below 1 so that log(1 - p) stays finite
+TINY = 1e-30
+SURE = 1.0 - 1e-12  # p is kept below 1 so that log(1 - p) stays finite
 
 
 class DcqcnParams(NamedTuple):
@@ -148,13 +148,13 @@ def _hpcc(link_rate: float) -> dict[str, Any]:
             "alpha_interval": "1us", "timer": "300us", "rai": f"{5e6 * scale!r}bps"}
 
 
-def _per_packet(count: Array, p: Array, log_keep: Array) -> Array:
+def per_packet(count: Array, p: Array, log_keep: Array) -> Array:
     """count * p / ((1-p)^(-count) - 1): the rate of counter expiries (a counter of `count`
     packets reset by every mark) per packet, times `count`; its limit is 1 as p -> 0 and
     p / -log(1-p) as count -> 0, taken where the direct form loses precision."""
     exponent = -count * log_keep
     direct = count * p / jnp.where(exponent > 1e-9, jnp.expm1(exponent), 1.0)
-    limit = jnp.where(p > 0, p / jnp.maximum(-log_keep, _TINY), 1.0)
+    limit = jnp.where(p > 0, p / jnp.maximum(-log_keep, TINY), 1.0)
     return jnp.where(exponent > 1e-9, direct, limit)
 
 
@@ -166,7 +166,7 @@ def _cnp_share(signals: Signals, seen: Array, params: DcqcnParams) -> Array:
     demand = marked / (1.0 + marked * params.min_time_between_cnps)
     total = receiver_sum(demand, signals)
     capacity = params.cnp_capacity * 1e6
-    return jnp.where(total > capacity, capacity / jnp.maximum(total, _TINY), 1.0)
+    return jnp.where(total > capacity, capacity / jnp.maximum(total, TINY), 1.0)
 
 
 @dataclass(frozen=True)
@@ -223,14 +223,14 @@ class Dcqcn(CongestionModel):
 
     def derivative(self, state: State, signals: Signals, params: DcqcnParams) -> State:
         seen = signals.acked_rate  # R_C*: the rate whose feedback arrives now
-        p = jnp.clip(signals.mark * _cnp_share(signals, seen, params), 0.0, _SURE)
+        p = jnp.clip(signals.mark * _cnp_share(signals, seen, params), 0.0, SURE)
         log_keep = jnp.log1p(-p)
         current, target, alpha = state["current_rate"], state["target_rate"], state["alpha"]
         tau, byte_counter, timer = params.cnp_interval, params.byte_counter, params.timer
         cut = -jnp.expm1(tau * seen * log_keep)  # a
         marked = -jnp.expm1(params.alpha_interval * seen * log_keep)
-        bytes_b = seen / byte_counter * _per_packet(byte_counter, p, log_keep)  # R_C* b
-        timer_d = _per_packet(timer * seen, p, log_keep) / timer  # R_C* d
+        bytes_b = seen / byte_counter * per_packet(byte_counter, p, log_keep)  # R_C* b
+        timer_d = per_packet(timer * seen, p, log_keep) / timer  # R_C* d
         past_bytes = jnp.exp(params.stages * byte_counter * log_keep)  # c / b
         past_timer = jnp.exp(params.stages * timer * seen * log_keep)  # e / d
         return {

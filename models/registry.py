@@ -21,6 +21,8 @@ from typing import Any
 from pathflow.models.aqm import DISCIPLINES, QueueDiscipline
 from pathflow.models.base import CongestionModel
 from pathflow.models.dcqcn import Dcqcn
+from pathflow.models.dcqcn_plus import DcqcnPlus
+from pathflow.models.dcqcn_static import DcqcnStatic
 from pathflow.models.dctcp import Dctcp
 from pathflow.models.mptcp import Balia, Lia, Olia, Uncoupled
 from pathflow.models.parameters import Parameter
@@ -79,6 +81,14 @@ register(CongestionControl(
 register(CongestionControl(
     "dcqcn", Dcqcn, "DCQCN: RoCEv2's rate-based control on ECN marks (Zhu et al. 2015; fluid "
     "model of Zhu et al. 2016)", packet_sender="dcqcn", ns3_type=None, ecn=True))
+register(CongestionControl(
+    "dcqcn+", DcqcnPlus, "DCQCN+: DCQCN whose rate-increase timer and steps follow the incast's "
+    "scale (seed 001 section 4.3; mean-field model in docs/dcqcn_plus.md)",
+    packet_sender="dcqcn+", ns3_type=None, ecn=True))
+register(CongestionControl(
+    "dcqcn+static", DcqcnStatic, "DCQCN+static: DCQCN with seed 001's testbed approximation of "
+    "DCQCN+ (timer 3.1 x flownum us, step 256 / flownum Mb/s, cuts at most every 40 us)",
+    packet_sender="dcqcn+static", ns3_type=None, ecn=True))
 register(CongestionControl(
     "lia", Lia, "MPTCP with LIA coupling (RFC 6356)",
     packet_sender="lia", ns3_type=None, ecn=False, multipath=True))

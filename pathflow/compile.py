@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pathflow.models.aqm import Queues
-from pathflow.models.base import CongestionModel
+from pathflow.models.base import CongestionModel, Context
 from pathflow.models.mixture import Mixture
 from pathflow.models.parameters import Parameter
 from pathflow.models.registry import CONTROLS
@@ -209,7 +209,8 @@ def _controls(scenario: Scenario, network: Network, routes: Routes
     """The congestion-control model and its per-subflow values: the groups' control itself
     where they all run one (with each group's values on its subflows), else a `Mixture` of the
     distinct ones (a control with other structural choices counts as distinct). A rate
-    parameter left unset (a rate-based sender's `line_rate`) is the subflow's NIC rate."""
+    parameter left unset is the model's choice (`CongestionModel.unset`: a rate-based sender's
+    `line_rate` is the subflow's NIC rate)."""
     groups = scenario.si.groups
     group_of = np.array([routes.flows[f].group for f in routes.subflow_flow])
     built = [CONTROLS[g.transport.cc].build(g.transport.parameters) for g in groups]
@@ -220,6 +221,7 @@ def _controls(scenario: Scenario, network: Network, routes: Routes
         host_link.setdefault(int(subflow), path[0])
     nic_rate = [network.links[host_link[s]].capacity / scenario.si.transport.mss
                 for s in range(len(routes.subflow_flow))]  # packets/s
+    context = Context(np.array(nic_rate), np.array(routes.receiver_flows(), dtype=float))
 
     def values(index: int, part: CongestionModel) -> Any:
         members = np.flatnonzero(part_of == index)
@@ -228,7 +230,8 @@ def _controls(scenario: Scenario, network: Network, routes: Routes
 
         def column(parameter: Parameter) -> np.ndarray:
             given = [groups[g].transport.parameters[parameter.name] for g in source]
-            return np.array([nic_rate[s] if value is None else float(value)
+            unset = part.unset(parameter.name, context)
+            return np.array([unset[s] if value is None else float(value)
                              for s, value in enumerate(given)])
 
         return part.Params(*(column(p) for p in part.values()))

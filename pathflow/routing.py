@@ -82,6 +82,11 @@ class Routes:
         """The flow of each path."""
         return [self.subflow_flow[s] for s in self.path_subflow]
 
+    def receiver_flows(self) -> list[int]:
+        """Per subflow, how many flows its flow's destination host receives."""
+        received = Counter(flow.dst for flow in self.flows)
+        return [received[self.flows[f].dst] for f in self.subflow_flow]
+
     def flows_per_link(self, network: Network) -> Counter[str]:
         """How many flows each link (by name) is offered, from the routes alone: a flow counts with
         the share of it that its paths across the link carry (1 under single-path routing, so

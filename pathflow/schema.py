@@ -146,6 +146,8 @@ _VARIABLES = {
                                                    "R_C)"),
     "target_rate": Field(_PER_SUBFLOW, "bytes/s", "rate a rate-based sender recovers towards "
                                                   "(DCQCN's R_T)"),
+    "stage": Field(_PER_SUBFLOW, "1", "rate-increase timer expiries since the last rate cut "
+                                      "(DCQCN+; the fluid model's mean)"),
     "cwr": Field(_PER_SUBFLOW, "s", "time left in window reduction, when signals are ignored "
                                     "(fluid per-window reaction)"),
     "credit": Field(_PER_SUBFLOW, "packets", "congestion signals accumulated towards the next "

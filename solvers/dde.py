@@ -286,7 +286,7 @@ def _transmitters_paused(carry: Carry, time: Array, dt: Array, delay: Array) -> 
     arrives = carry.pause_times[oldest_first][:, None] + delay
     until = jnp.concatenate([arrives[1:], jnp.full_like(arrives[:1], jnp.inf)])
     overlap = jnp.clip(jnp.minimum(until, time + dt) - jnp.maximum(arrives, time), 0.0, dt)
-    return jnp.sum(views * overlap, axis=0) / dt
+    return jnp.clip(jnp.sum(views * overlap, axis=0) / dt, 0.0, 1.0)  # round-off: not 1 + eps
 
 
 def _flow_control(carry: Carry, hop_flow: Array, early_drop: Array, arrival: Array,

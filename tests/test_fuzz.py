@@ -118,7 +118,7 @@ def scenarios(draw: st.DrawFn, round_trips: float, packets: float) -> dict[str, 
                 "buffer": draw(st.one_of(st.integers(1, 10_000).map(lambda n: f"{n}pkt"),
                                          _quantity({"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9},
                                                    64, 1e9)))}
-    cc = draw(st.sampled_from(["reno", "dctcp", "dcqcn", *MULTIPATH]))
+    cc = draw(st.sampled_from(["reno", "dctcp", "dcqcn", "dcqcn+", *MULTIPATH]))
     transport: dict[str, Any] = {"cc": cc, "mss": f"{draw(st.integers(64, 9000))}B"}
     if cc in MULTIPATH:
         transport["subflows"] = draw(st.integers(1, 8))

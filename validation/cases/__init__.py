@@ -16,8 +16,8 @@
 from importlib import import_module
 
 # report order
-MODULES = ("closed_forms", "dcqcn", "lossless", "measured", "ns3", "packet", "calibration",
-           "mptcp", "mesh")
+MODULES = ("closed_forms", "dcqcn", "dcqcn_plus", "lossless", "measured", "ns3", "packet",
+           "calibration", "mptcp", "mesh")
 
 for _module in MODULES:
     import_module(f"{__name__}.{_module}")

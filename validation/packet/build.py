@@ -23,6 +23,7 @@ import numpy as np
 
 from pathflow.compile import ACK_BYTES, default_records
 from pathflow.cost import available_memory
+from pathflow.models.dcqcn_static import static_timer_and_step
 from pathflow.models.registry import CONTROLS
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError
@@ -153,25 +154,39 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
                    nic_senders=order.astype(np.int64))
 
 
-# DCQCN's parameters (models/dcqcn.py: packets, packets/s, s) -> sender columns (bytes, s)
+# DCQCN's and DCQCN+'s parameters (models/dcqcn.py, models/dcqcn_plus.py: packets, packets/s,
+# s) -> sender columns (bytes, s); each model declares a subset
 _DCQCN_COLUMNS = {"line_rate": L.SF_LINE_RATE, "min_rate": L.SF_MIN_RATE, "rai": L.SF_RAI,
                   "byte_counter": L.SF_BYTE_COUNTER, "timer": L.SF_TIMER,
                   "cnp_interval": L.SF_CNP_INTERVAL, "min_time_between_cnps": L.SF_CNP_GAP,
                   "alpha_interval": L.SF_ALPHA_INTERVAL, "g": L.SF_G, "stages": L.SF_STAGES,
-                  "cnp_capacity": L.SF_CNP_CAPACITY}
-_IN_PACKETS = ("line_rate", "min_rate", "rai", "byte_counter")
+                  "cnp_capacity": L.SF_CNP_CAPACITY, "timer_gain": L.SF_TIMER_GAIN,
+                  "rl": L.SF_RL}
+_IN_PACKETS = ("line_rate", "min_rate", "rai", "byte_counter", "rl")
 _PER_MICROSECOND = ("cnp_capacity",)
 
 
 def _rate_parameters(scenario: Scenario, network: Network, routes: Routes, sf: np.ndarray,
                      si: np.ndarray) -> None:
-    """Each DCQCN sender's parameters from its group (line rate: its NIC's, unless given)."""
+    """Each rate-based sender's parameters from its group (line rate: its NIC's, unless
+    given). DCQCN+ has no byte counter: it never expires. DCQCN+static is DCQCN with the timer
+    and step its flownum sets (models/dcqcn_static.py)."""
     mss = scenario.si.transport.mss
+    receiver_flows = routes.receiver_flows()
     for s, f in enumerate(routes.subflow_flow):
-        if si[s, L.SI_CC] != L.CC_DCQCN:
+        if si[s, L.SI_CC] not in (L.CC_DCQCN, L.CC_DCQCN_PLUS):
             continue
-        given = scenario.si.groups[routes.flows[f].group].transport.parameters
+        transport = scenario.si.groups[routes.flows[f].group].transport
+        given = dict(transport.parameters)
+        if transport.cc == "dcqcn+static":
+            flownum = given["flownum"] or receiver_flows[s]
+            timer, step = static_timer_and_step(flownum, given["timer_per_flow"],
+                                                given["ai_total"], given["ai_unit"])
+            given.update(timer=float(timer), rai=float(step))
+        sf[s, L.SF_BYTE_COUNTER] = math.inf
         for name, column in _DCQCN_COLUMNS.items():
+            if name not in given:
+                continue
             value = given[name]
             if value is None:  # line_rate: the NIC's
                 sf[s, column] = network.links[si[s, L.SI_NIC]].capacity

@@ -14,10 +14,10 @@ echo. It asks this module six questions, each dispatched on the sender's `SI_CC`
 - `on_timer(sim, s, now)`: algorithm timers (none for Reno, DCTCP and MPTCP; DCQCN's alpha
   and rate-increase timers).
 
-Adding an algorithm is adding its functions and a branch per question. DCQCN's rate-based
-reaction point (`dcqcn.py`) paces by `SF_NEXT_SEND` instead of a window: `rate_based` tells the
-sender, which then hands it CNPs (ECN echoes) and the packets it sends, and never cuts a window
-for it (loss and mark factors 1).
+Adding an algorithm is adding its functions and a branch per question. DCQCN's and DCQCN+'s
+rate-based reaction point (`dcqcn.py`) paces by `SF_NEXT_SEND` instead of a window:
+`rate_based` tells the sender, which then hands it CNPs (ECN echoes) and the packets it sends,
+and never cuts a window for it (loss and mark factors 1).
 
 Window growth follows the fluid model's `ack_ratio` b (segments per window-increase event):
 b = 1 grows by the segments each ACK acknowledges (Linux, ns-3 TcpLinuxReno: +1 segment per
@@ -66,6 +66,7 @@ from pathflow.validation.packet.layout import (
     CA_RECOVERY,
     CC_BALIA,
     CC_DCQCN,
+    CC_DCQCN_PLUS,
     CC_DCTCP,
     CC_LIA,
     CC_OLIA,
@@ -261,8 +262,9 @@ def _balia_factor(sim, s: int) -> float:
 # --- dispatch -----------------------------------------------------------------------------------
 @kernel
 def rate_based(sim, s: int) -> bool:
-    """Whether sender s paces at a rate of its own (DCQCN) rather than by a window."""
-    return sim.senders.i[s, SI_CC] == CC_DCQCN
+    """Whether sender s paces at a rate of its own (DCQCN, DCQCN+) rather than by a window."""
+    code = sim.senders.i[s, SI_CC]
+    return code in (CC_DCQCN, CC_DCQCN_PLUS)
 
 
 @kernel
@@ -274,7 +276,7 @@ def on_ack(sim, s: int, acked: int, ece: int, ack: int) -> None:
 @kernel
 def window_increase(sim, s: int, acked: int) -> None:
     code = sim.senders.i[s, SI_CC]
-    if code == CC_DCQCN:
+    if rate_based(sim, s):
         sim.senders.f[s, SF_CWND] = float(sim.cfg.ring)  # no window (a timeout set it to 1)
         return
     coupled = code in (CC_LIA, CC_OLIA, CC_BALIA) and not _single(sim, s)
@@ -285,7 +287,7 @@ def window_increase(sim, s: int, acked: int) -> None:
 def loss_factor(sim, s: int) -> float:
     if sim.senders.i[s, SI_CC] == CC_BALIA and not _single(sim, s):
         return _balia_factor(sim, s)
-    if sim.senders.i[s, SI_CC] == CC_DCQCN:
+    if rate_based(sim, s):
         return 1.0  # its rate reacts to CNPs only
     return 0.5  # Reno, DCTCP (Linux's dctcp_react_to_loss), LIA, OLIA, uncoupled halve
 
@@ -295,7 +297,7 @@ def mark_factor(sim, s: int) -> float:
     code = sim.senders.i[s, SI_CC]
     if code == CC_DCTCP:
         return 1.0 - sim.senders.f[s, SF_ALPHA] / 2.0
-    if code == CC_DCQCN:
+    if rate_based(sim, s):
         return 1.0
     if code == CC_BALIA:
         return loss_factor(sim, s)  # Linux: an ECN echo sets ssthresh as a loss does
@@ -316,6 +318,6 @@ def on_congestion(sim, s: int) -> None:
 
 @kernel
 def on_timer(sim, s: int, now: float) -> None:
-    """Algorithm timers: DCQCN's alpha and rate-increase timers."""
-    if sim.senders.i[s, SI_CC] == CC_DCQCN:
+    """Algorithm timers: DCQCN's (and DCQCN+'s) alpha and rate-increase timers."""
+    if rate_based(sim, s):
         dcqcn.on_timer(sim, s, now)

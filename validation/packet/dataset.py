@@ -85,7 +85,7 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
     if scenario.si.aqm.pfc:  # as the fluid results: only where something may pause
         variables["pause"] = rl[:, :, L.RL_PAUSE]
     is_dctcp = si[:, L.SI_CC] == L.CC_DCTCP
-    is_dcqcn = si[:, L.SI_CC] == L.CC_DCQCN
+    is_dcqcn = np.isin(si[:, L.SI_CC], (L.CC_DCQCN, L.CC_DCQCN_PLUS))  # rate-based
     if np.any(is_dctcp | is_dcqcn):
         variables["alpha"] = np.where(is_dctcp | is_dcqcn, rs[:, :, L.RS_ALPHA], np.nan)
     if np.any(is_dcqcn):  # a rate-based sender: its rates, and no window

@@ -25,6 +25,18 @@ Differences from the fluid model, by construction: the notification point's inte
 each CNP (a renewal, where the fluid a = 1 - (1-p)^(tau R_C) counts marks in fixed windows), and
 fast recovery ends when either counter passes F, where the fluid model treats the two counters
 apart.
+
+DCQCN+ (`models/dcqcn_plus.py`, seed 001 section 4.3) is the same sender with three changes:
+
+- Its notification point (`cnp_period`, called by `receiver.py`) sends a flow at most one CNP
+  per tau_c = max(cnp_interval, n / cnp_capacity), n the DCQCN+ flows its NIC receives now
+  (`LF_FLOWS_IN`, counted from their start to their last acknowledgement), and the CNP carries
+  tau_c (the sender reads it from the receiver's row as the CNP arrives).
+- No byte counter; the rate-increase timer is K = lambda max(tau_c, MTU / R_C), rearmed after
+  every expiry and cut with the current R_C.
+- Expiry S since the last cut: S <= F fast recovery; F < S <= 4F raises R_T by
+  min(R_C / 10, R_l / 100); S > 4F by min(R_C, (S - 4F) R_l / 100) (hyper); then R_C moves
+  halfway to R_T.
 """
 
 from __future__ import annotations
@@ -34,14 +46,21 @@ import math
 from pathflow.validation.packet.events import arm_timer, push_event
 from pathflow.validation.packet.jit import kernel
 from pathflow.validation.packet.layout import (
+    CC_DCQCN_PLUS,
     EV_WAKE,
+    LF_FLOWS_IN,
+    PI_REVERSE,
+    PI_START,
+    RF_CNP_PERIOD,
     RUNNING,
     SF_ALPHA,
     SF_ALPHA_DUE,
     SF_ALPHA_INTERVAL,
     SF_BYTE_COUNTER,
     SF_BYTES_SENT,
+    SF_CNP_CAPACITY,
     SF_CNP_INTERVAL,
+    SF_CNP_PERIOD,
     SF_CNP_SEEN,
     SF_CWND,
     SF_G,
@@ -54,16 +73,20 @@ from pathflow.validation.packet.layout import (
     SF_PACE_FROM,
     SF_RAI,
     SF_RC,
+    SF_RL,
     SF_RT,
     SF_STAGES,
     SF_TIMER,
+    SF_TIMER_GAIN,
+    SI_CC,
+    SI_PATH_FIRST,
     SI_PHASE,
     SI_STAGE_BYTES,
     SI_STAGE_TIMER,
     SI_WAKE_PENDING,
 )
 
-__all__ = ["on_cnp", "on_sent", "on_timer", "start"]
+__all__ = ["cnp_period", "on_cnp", "on_sent", "on_timer", "start", "stop"]
 
 
 @kernel
@@ -84,6 +107,36 @@ def _bounded(sim, s: int, rate: float) -> float:
 
 
 @kernel
+def _plus(sim, s: int) -> bool:
+    return sim.senders.i[s, SI_CC] == CC_DCQCN_PLUS
+
+
+@kernel
+def _increase_period(sim, s: int) -> float:
+    """DCQCN's fixed timer T; DCQCN+'s K = lambda max(tau_c, MTU / R_C)."""
+    f = sim.senders.f
+    if _plus(sim, s):
+        return f[s, SF_TIMER_GAIN] * max(f[s, SF_CNP_PERIOD], sim.cfg.mss / f[s, SF_RC])
+    return f[s, SF_TIMER]
+
+
+@kernel
+def _receiver_nic(sim, s: int) -> int:
+    """The egress link of sender s's receiving host (where its CNPs leave)."""
+    paths = sim.paths
+    back = paths.i[sim.senders.paths[sim.senders.i[s, SI_PATH_FIRST]], PI_REVERSE]
+    return paths.links[paths.i[back, PI_START]]
+
+
+@kernel
+def cnp_period(sim, s: int, nic: int) -> float:
+    """DCQCN+'s notification point: flow s's CNP period tau_c, its NIC's CNP capacity shared
+    alike by the DCQCN+ flows that NIC receives now, never below `cnp_interval`."""
+    f = sim.senders.f
+    return max(f[s, SF_CNP_INTERVAL], sim.links.f[nic, LF_FLOWS_IN] / f[s, SF_CNP_CAPACITY])
+
+
+@kernel
 def start(sim, s: int, now: float) -> None:
     f = sim.senders.f
     f[s, SF_CWND] = float(sim.cfg.ring)  # no window: the ring bounds what is in flight
@@ -95,8 +148,18 @@ def start(sim, s: int, now: float) -> None:
     f[s, SF_PACE_FROM] = now
     f[s, SF_PACE_BYTES] = 0.0
     f[s, SF_ALPHA_DUE] = now + f[s, SF_ALPHA_INTERVAL]
-    f[s, SF_INCREASE_DUE] = now + f[s, SF_TIMER]
+    if _plus(sim, s):
+        f[s, SF_CNP_PERIOD] = f[s, SF_CNP_INTERVAL]  # until a CNP tells the incast's scale
+        sim.links.f[_receiver_nic(sim, s), LF_FLOWS_IN] += 1.0
+    f[s, SF_INCREASE_DUE] = now + _increase_period(sim, s)
     _rearm(sim, s)
+
+
+@kernel
+def stop(sim, s: int) -> None:
+    """Sender s has everything acknowledged: DCQCN+'s notification point no longer counts it."""
+    if _plus(sim, s):
+        sim.links.f[_receiver_nic(sim, s), LF_FLOWS_IN] -= 1.0
 
 
 @kernel
@@ -104,7 +167,15 @@ def _increase(sim, s: int, stage: int, now: float) -> None:
     """One expiry of the byte counter or the timer (its count at column `stage`)."""
     f, i = sim.senders.f, sim.senders.i
     i[s, stage] += 1
-    if max(i[s, SI_STAGE_TIMER], i[s, SI_STAGE_BYTES]) >= f[s, SF_STAGES]:
+    if _plus(sim, s):
+        past = i[s, SI_STAGE_TIMER] - f[s, SF_STAGES]  # expiries past fast recovery
+        step = 0.0
+        if past > 3.0 * f[s, SF_STAGES]:  # S > 4F: hyper increase
+            step = min(f[s, SF_RC], (past - 3.0 * f[s, SF_STAGES]) * f[s, SF_RL] / 100.0)
+        elif past > 0.0:  # F < S <= 4F: additive
+            step = min(f[s, SF_RC] / 10.0, f[s, SF_RL] / 100.0)
+        f[s, SF_RT] = _bounded(sim, s, f[s, SF_RT] + step)
+    elif max(i[s, SI_STAGE_TIMER], i[s, SI_STAGE_BYTES]) >= f[s, SF_STAGES]:
         f[s, SF_RT] = _bounded(sim, s, f[s, SF_RT] + f[s, SF_RAI])
     f[s, SF_RC] = _bounded(sim, s, (f[s, SF_RT] + f[s, SF_RC]) / 2.0)
     _repace(sim, s, now)
@@ -143,6 +214,8 @@ def on_cnp(sim, s: int, now: float) -> None:
     `cnp_interval` ago (ConnectX's rate_reduce_monitor_period)."""
     f, i = sim.senders.f, sim.senders.i
     f[s, SF_CNP_SEEN] = 1.0
+    if _plus(sim, s):
+        f[s, SF_CNP_PERIOD] = sim.receivers.f[s, RF_CNP_PERIOD]  # the period the CNP carries
     if now - f[s, SF_LAST_CUT] < f[s, SF_CNP_INTERVAL]:
         return
     f[s, SF_LAST_CUT] = now
@@ -152,7 +225,7 @@ def on_cnp(sim, s: int, now: float) -> None:
     f[s, SF_BYTES_SENT] = 0.0
     i[s, SI_STAGE_TIMER] = 0
     i[s, SI_STAGE_BYTES] = 0
-    f[s, SF_INCREASE_DUE] = now + f[s, SF_TIMER]
+    f[s, SF_INCREASE_DUE] = now + _increase_period(sim, s)
     _rearm(sim, s)
 
 
@@ -168,6 +241,6 @@ def on_timer(sim, s: int, now: float) -> None:
         f[s, SF_CNP_SEEN] = 0.0
         f[s, SF_ALPHA_DUE] += f[s, SF_ALPHA_INTERVAL]
     if f[s, SF_INCREASE_DUE] <= now:
-        f[s, SF_INCREASE_DUE] += f[s, SF_TIMER]
         _increase(sim, s, SI_STAGE_TIMER, now)
+        f[s, SF_INCREASE_DUE] += _increase_period(sim, s)  # DCQCN+: with the new R_C
     _rearm(sim, s)

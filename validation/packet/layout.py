@@ -43,9 +43,10 @@ CA_RECOVERY = 2  # NewReno fast recovery
 CA_LOSS = 3  # after a retransmission timeout: slow start from one segment, go-back-N
 
 # congestion-control codes (cc.py dispatches on them)
-CC_RENO, CC_DCTCP, CC_LIA, CC_OLIA, CC_BALIA, CC_UNCOUPLED, CC_DCQCN = 0, 1, 2, 3, 4, 5, 6
+CC_RENO, CC_DCTCP, CC_LIA, CC_OLIA, CC_BALIA, CC_UNCOUPLED, CC_DCQCN, CC_DCQCN_PLUS = range(8)
 CC_CODES = {"reno": CC_RENO, "dctcp": CC_DCTCP, "lia": CC_LIA, "olia": CC_OLIA,
-            "balia": CC_BALIA, "uncoupled": CC_UNCOUPLED, "dcqcn": CC_DCQCN}
+            "balia": CC_BALIA, "uncoupled": CC_UNCOUPLED, "dcqcn": CC_DCQCN,
+            "dcqcn+": CC_DCQCN_PLUS, "dcqcn+static": CC_DCQCN}  # DCQCN with derived values
 
 # window growth per acknowledgement (see cc._grow)
 GROW_PER_SEGMENT = 0  # Linux / ns-3 TcpLinuxReno: by the segments acknowledged (ack_ratio = 1)
@@ -86,7 +87,8 @@ LF_CNP_NEXT = 11  # s: a host NIC's next CNP may leave from then (DCQCN's CNP ca
 LF_INGRESS = 12  # bytes that came by this link and wait in the far switch's egress FIFOs
 LF_PAUSED_SINCE = 13  # s: start of the pause time not yet in LF_PAUSE_TIME (while paused)
 LF_PAUSE_TIME = 14  # s paused in the current sample interval
-N_LF = 15
+LF_FLOWS_IN = 15  # a host NIC: DCQCN+ flows sending to its host now (their CNP period)
+N_LF = 16
 # links: state (int)
 LI_NIC = 0  # 1 for a host's own egress port (never drops, pulls from its senders)
 LI_AQM = 1  # AQM_* code
@@ -181,7 +183,10 @@ SF_CNP_GAP = 40  # s: the receiver's least time between CNPs of this flow (recei
 SF_PACE_FROM = 41  # s: where the gap after the last data packet started (pacing)
 SF_PACE_BYTES = 42  # bytes of that packet: NEXT_SEND = PACE_FROM + PACE_BYTES / R_C
 SF_CNP_CAPACITY = 43  # CNPs/s its receiver's NIC can send (shared by the flows it receives)
-N_SF = 44
+SF_TIMER_GAIN = 44  # DCQCN+: lambda, the timer is lambda x max(CNP period, MTU / R_C)
+SF_RL = 45  # DCQCN+: R_l, bytes/s
+SF_CNP_PERIOD = 46  # DCQCN+: the CNP period its last CNP carried (s)
+N_SF = 47
 # senders: int
 SI_PHASE = 0  # WAITING / RUNNING / DONE
 SI_CA = 1  # CA_* state
@@ -229,7 +234,8 @@ N_RI = 6
 RF_DELIVERED = 0  # bytes delivered in order to the application
 RF_COMPLETION = 1  # s, when the connection's last byte was delivered (inf until then)
 RF_LAST_CNP = 2  # s, when the notification point last sent a CNP (DCQCN; -inf: never)
-N_RF = 3
+RF_CNP_PERIOD = 3  # s, DCQCN+: the CNP period the notification point last sent
+N_RF = 4
 
 # --- recorder columns ------------------------------------------------------------------------
 RL_QUEUE = 0  # bytes at the sample instant

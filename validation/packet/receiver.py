@@ -13,7 +13,8 @@
   ECE, at once) unless it sent one less than `min_time_between_cnps` ago (per flow) or the
   receiving NIC has sent its `cnp_capacity` (CNPs per microsecond, shared by its flows: the
   next CNP may leave 1 / capacity after the last); no other ACK of a DCQCN flow echoes
-  anything.
+  anything. DCQCN+'s notification point spaces a flow's CNPs by its adaptive period instead
+  (`dcqcn.cnp_period`) and writes that period into the CNP.
 - Every ACK is `ack_bytes` on the wire and returns along the reverse of the path of the data
   packet that triggered it.
 - MPTCP: one receiver per subflow (its own in-order delivery and ACKs). The connection's
@@ -27,16 +28,19 @@ from __future__ import annotations
 
 import math
 
+from pathflow.validation.packet import dcqcn
+from pathflow.validation.packet.cc import rate_based
 from pathflow.validation.packet.events import arm_timer, cancel_timer
 from pathflow.validation.packet.jit import kernel
 from pathflow.validation.packet.layout import (
     ACK,
-    CC_DCQCN,
+    CC_DCQCN_PLUS,
     LF_CNP_NEXT,
     PI_REVERSE,
     PI_START,
     PK_DSACK,
     PK_ECE,
+    RF_CNP_PERIOD,
     RF_COMPLETION,
     RF_DELIVERED,
     RF_LAST_CNP,
@@ -103,11 +107,13 @@ def _notify(sim, s: int, now: float) -> None:
     than min_time_between_cnps ago or the receiving NIC has no CNP capacity left (a CNP it
     cannot send now is not sent)."""
     rf, sf, paths = sim.receivers.f, sim.senders.f, sim.paths
-    if now - rf[s, RF_LAST_CNP] < sf[s, SF_CNP_GAP]:
-        return
     back = paths.i[sim.receivers.i[s, RI_PATH], PI_REVERSE]
     nic = paths.links[paths.i[back, PI_START]]
-    if now < sim.links.f[nic, LF_CNP_NEXT]:
+    gap = sf[s, SF_CNP_GAP]
+    if sim.senders.i[s, SI_CC] == CC_DCQCN_PLUS:
+        gap = dcqcn.cnp_period(sim, s, nic)
+        rf[s, RF_CNP_PERIOD] = gap
+    if now - rf[s, RF_LAST_CNP] < gap or now < sim.links.f[nic, LF_CNP_NEXT]:
         return
     sim.links.f[nic, LF_CNP_NEXT] = now + 1.0 / sf[s, SF_CNP_CAPACITY]
     rf[s, RF_LAST_CNP] = now
@@ -120,7 +126,7 @@ def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
     ri, have, cfg = sim.receivers.i, sim.receivers.have, sim.cfg
     ecn = sim.senders.i[s, SI_ECT] != 0
     ri[s, RI_PATH] = path
-    if sim.senders.i[s, SI_CC] == CC_DCQCN:  # notification point: a CNP, or no echo at all
+    if rate_based(sim, s):  # notification point: a CNP, or no echo at all
         ecn = False
         if ce:
             _notify(sim, s, now)

@@ -412,6 +412,8 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
     if ack >= i[s, SI_SEGMENTS] and _unassigned(sim, s) == 0:
         i[s, SI_PHASE] = DONE
         cancel_timer(sim, s)
+        if cc.rate_based(sim, s):
+            dcqcn.stop(sim, s)
     elif ack >= i[s, SI_HIGH] and i[s, SI_RTX] < 0:
         cancel_timer(sim, s)  # nothing outstanding
     elif restart_rto:
