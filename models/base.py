@@ -50,6 +50,8 @@ class Signals(NamedTuple):
         subflows of a connection (MPTCP): see `flow_sum` and `flow_max`.
     receiver: an index per receiving NIC (equal for the subflows that arrive by one link), for
         models coupled at the receiver (DCQCN's NIC-wide CNP capacity): see `receiver_sum`.
+    count: how many identical subflows each controller stands for (the solver runs exchangeable
+        flows once: `pathflow.compile`); `receiver_sum` counts each that many times.
     """
 
     rtt: Array
@@ -59,6 +61,7 @@ class Signals(NamedTuple):
     window_limited: Array
     flow: Array
     receiver: Array | None = None
+    count: Array | None = None
 
 
 class Context(NamedTuple):
@@ -77,7 +80,8 @@ def flow_sum(values: Array, signals: Signals) -> Array:
 def receiver_sum(values: Array, signals: Signals) -> Array:
     """For each subflow, the sum of `values` over the subflows that its receiver's NIC takes."""
     receiver = signals.receiver
-    return jax.ops.segment_sum(values, receiver, values.shape[0])[receiver]
+    counted = values if signals.count is None else values * signals.count
+    return jax.ops.segment_sum(counted, receiver, values.shape[0])[receiver]
 
 
 def flow_max(values: Array, signals: Signals) -> Array:

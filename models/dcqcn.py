@@ -102,7 +102,7 @@ NVIDIA, "DCQCN CC Parameters" (ConnectX-4 and later), networking-docs.nvidia.com
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
@@ -111,7 +111,7 @@ import numpy as np
 from pathflow.models.base import Array, CongestionModel, Signals, State, receiver_sum
 from pathflow.models.parameters import Parameter, Presets
 
-__all__ = ["SURE", "TINY", "Dcqcn", "DcqcnParams", "per_packet"]
+__all__ = ["SURE", "TINY", "Dcqcn", "DcqcnParams", "dcqcn_parameters", "per_packet"]
 
 TINY = 1e-30
 SURE = 1.0 - 1e-12  # p is kept below 1 so that log(1 - p) stays finite
@@ -248,3 +248,11 @@ class Dcqcn(CongestionModel):
         return {"current_rate": bounded(state["current_rate"]),
                 "target_rate": bounded(state["target_rate"]),
                 "alpha": jnp.clip(state["alpha"], 0.0, 1.0)}
+
+
+def dcqcn_parameters(*names: str, **defaults: Any) -> tuple[Parameter, ...]:
+    """DCQCN's declared parameters `names`, in that order, with `defaults` set (for the
+    models that extend DCQCN and have no presets to fill them)."""
+    declared = {parameter.name: parameter for parameter in Dcqcn.parameters}
+    return tuple(replace(declared[name], default=defaults[name]) if name in defaults
+                 else declared[name] for name in names)

@@ -82,7 +82,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pathflow.models.base import Array, Signals, State, receiver_sum
-from pathflow.models.dcqcn import SURE, TINY, Dcqcn, per_packet
+from pathflow.models.dcqcn import SURE, TINY, Dcqcn, dcqcn_parameters, per_packet
 from pathflow.models.parameters import Parameter, Presets
 
 __all__ = ["DcqcnPlus", "DcqcnPlusParams", "increase_step"]
@@ -127,20 +127,14 @@ class DcqcnPlus(Dcqcn):
 
     name = "dcqcn+"
     parameters = (
-        Parameter("line_rate", "packets/s", None, "the sender's line rate, where rates start "
-                  "and stop (default: its NIC's rate)", low=0.0, inclusive=False, optional=True),
-        Parameter("min_rate", "packets/s", "1Mbps", "lowest rate (ConnectX rpg_min_rate)",
-                  low=0.0, inclusive=False),
+        *dcqcn_parameters("line_rate", "min_rate"),
         Parameter("cnp_interval", "s", "40us", "a flow's shortest CNP period (at most one "
                   "cut per period; the testbed's DCQCN+ rate-reduce period)", low=0.0,
                   inclusive=False),
         Parameter("cnp_capacity", "1", 1.0, "CNPs per microsecond a receiver's NIC sends, "
                   "shared by its flows: sets the CNP period tau_c (ConnectX-4: about 1)",
                   low=0.0, inclusive=False),
-        Parameter("alpha_interval", "s", "55us", "tau': alpha update period", low=0.0,
-                  inclusive=False),
-        Parameter("g", "1", 1 / 256, "gain of alpha's moving average", low=0.0, high=1.0,
-                  inclusive=False),
+        *dcqcn_parameters("alpha_interval", "g", alpha_interval="55us", g=1 / 256),
         Parameter("stages", "1", 5.0, "F: fast-recovery stages; additive to 4F, hyper beyond",
                   low=1.0),
         Parameter("timer_gain", "1", 3.1, "lambda: the rate-increase timer is lambda x "

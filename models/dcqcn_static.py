@@ -42,7 +42,6 @@ Seed 001 (DCQCN+ thesis), sections 4.3 and 6.3; Zhu et al., SIGCOMM 2015 (DCQCN)
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -50,7 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pathflow.models.base import Array, Context, Signals, State
-from pathflow.models.dcqcn import Dcqcn, DcqcnParams
+from pathflow.models.dcqcn import Dcqcn, DcqcnParams, dcqcn_parameters
 from pathflow.models.parameters import Parameter, Presets
 
 __all__ = ["DcqcnStatic", "DcqcnStaticParams", "static_timer_and_step"]
@@ -90,21 +89,12 @@ class DcqcnStatic(Dcqcn):
 
     name = "dcqcn+static"
     parameters = (
-        *(p for p in Dcqcn.parameters if p.name in ("line_rate", "min_rate")),
+        *dcqcn_parameters("line_rate", "min_rate"),
         Parameter("cnp_interval", "s", "40us", "rate-reduce period: at most one cut per period "
                   "(the testbed's 4 us -> 40 us)", low=0.0, inclusive=False),
-        Parameter("min_time_between_cnps", "s", "0us", "the receiver sends at most one CNP "
-                  "per flow per this time (ConnectX-4: 0)", low=0.0),
-        Parameter("cnp_capacity", "1", math.inf, "CNPs per microsecond a receiver's NIC can "
-                  "send, shared by its flows", low=0.0, inclusive=False),
-        Parameter("alpha_interval", "s", "55us", "tau': alpha update period", low=0.0,
-                  inclusive=False),
-        Parameter("g", "1", 1 / 256, "gain of alpha's moving average", low=0.0, high=1.0,
-                  inclusive=False),
-        Parameter("stages", "1", 5.0, "F: fast-recovery stages before additive increase",
-                  low=1.0),
-        Parameter("byte_counter", "packets", "32767B", "B: bytes sent between rate increases "
-                  "(ConnectX-4 rpg_byte_reset)", low=0.0, inclusive=False),
+        *dcqcn_parameters("min_time_between_cnps", "cnp_capacity", "alpha_interval", "g",
+                          "stages", "byte_counter", min_time_between_cnps="0us",
+                          alpha_interval="55us", g=1 / 256, stages=5.0, byte_counter="32767B"),
         Parameter("flownum", "1", None, "the incast's flows the timer and step scale with "
                   "(default: the flows its receiver takes)", low=1.0, optional=True),
         Parameter("timer_per_flow", "s", "3.1us", "rate-increase timer per flow of flownum "

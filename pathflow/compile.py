@@ -26,6 +26,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -57,6 +58,7 @@ class Compiled:
     problem: Problem
     grid: Grid
     stepping: Stepping | None  # None: the step stays at dt throughout
+    controller_of: np.ndarray  # per subflow of `routes`, its controller (`_exchangeable`)
 
     @property
     def model(self) -> CongestionModel:
@@ -117,6 +119,48 @@ def _subflow_nics(network: Network, routes: Routes) -> np.ndarray:
                      for links in first], dtype=np.int32)
 
 
+def _exchangeable(routes: Routes) -> np.ndarray:
+    """Per subflow, the controller that runs it. Flows of one subflow that nothing tells apart
+    (traffic group, start, size, paths and their split) share one controller, run once and
+    counted as many: exact, since the model is deterministic and they see one network (an N:1
+    incast from 8 hosts runs 8 controllers). A multipath connection's subflows keep their own."""
+    paths_of: dict[int, list[tuple[tuple[int, ...], float]]] = {}
+    for path, subflow, weight in zip(routes.paths, routes.path_subflow, routes.path_weight,
+                                     strict=True):
+        paths_of.setdefault(subflow, []).append((path, weight))
+    subflows = np.bincount(routes.subflow_flow)
+    classes: dict[tuple[Any, ...], int] = {}
+    controller_of = np.empty(len(routes.subflow_flow), dtype=np.int64)
+    for s, f in enumerate(routes.subflow_flow):
+        flow = routes.flows[f]
+        key = ((flow.group, flow.start, flow.size, tuple(paths_of[s])) if subflows[f] == 1
+               else ("subflow", s))
+        controller_of[s] = classes.setdefault(key, len(classes))
+    return controller_of
+
+
+def _run_once(problem: Problem, controller_of: np.ndarray) -> Problem:
+    """`problem` with one controller per class of `controller_of` (numbered in order of first
+    appearance), its `count` the class's size."""
+    first = np.unique(controller_of, return_index=True)[1]  # each class's first subflow
+    flow_of = np.asarray(problem.subflow_flow)
+    flow_first = np.unique(flow_of, return_index=True)[1]  # each flow's first subflow
+    kept = np.isin(np.asarray(problem.path_subflow), first)
+    return problem._replace(
+        path_hops=np.asarray(problem.path_hops)[kept],
+        path_subflow=controller_of[np.asarray(problem.path_subflow)[kept]].astype(np.int32),
+        path_weight=np.asarray(problem.path_weight)[kept],
+        path_base_rtt=np.asarray(problem.path_base_rtt)[kept],
+        subflow_flow=controller_of[flow_first[flow_of[first]]].astype(np.int32),
+        nic=np.asarray(problem.nic)[first],
+        start=np.asarray(problem.start)[first],
+        size=np.asarray(problem.size)[first],
+        count=np.bincount(controller_of).astype(float),
+        packet=np.asarray(problem.packet)[first],
+        params=jax.tree.map(lambda values: np.asarray(values)[first], problem.params),
+    )
+
+
 def default_records(width: int) -> int:
     """How many records a run keeps where `[run] sample` does not say: as many as fit the
     budget of values per variable, `width` of them (links + flows) per record, at least 500 (fewer
@@ -152,8 +196,9 @@ def choose_grid(scenario: Scenario, base_rtt: np.ndarray, largest_rtt: np.ndarra
     return dt, Grid(per_record, records, history)
 
 
-def compile_scenario(scenario: Scenario) -> Compiled:
-    """Network, routes and the solver's arrays for one scenario."""
+def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
+    """Network, routes and the solver's arrays for one scenario; `exchangeable`: flows that
+    nothing tells apart run once (`_exchangeable`; False runs every flow, as a check)."""
     network = build_network(scenario)
     routes = build_routes(scenario, network)
     transport = scenario.si.transport
@@ -162,10 +207,11 @@ def compile_scenario(scenario: Scenario) -> Compiled:
     nic = _subflow_nics(network, routes)
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes, set(nic.tolist()))
     n_subflows = len(routes.subflow_flow)
+    controller_of = _exchangeable(routes) if exchangeable else np.arange(n_subflows)
     model_rate = model.fastest_rate(params)
     dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_subflows,
                            model_rate)
-    history_bytes = ring_bytes(grid.history, n_subflows)
+    history_bytes = ring_bytes(grid.history, int(controller_of.max()) + 1)
     if history_bytes > 4e9:
         warnings.warn(f"the delay history needs {history_bytes / 1e9:.1f} GB: buffers allow round "
                       f"trips of {largest_rtt.max() * 1e3:.1f} ms at dt = {dt * 1e6:.2f} us; "
@@ -182,17 +228,17 @@ def compile_scenario(scenario: Scenario) -> Compiled:
         nic=nic,
         start=np.array([flow.start for flow in owners]),
         size=np.array([flow.size for flow in owners]),
-        active=np.ones(n_subflows),
+        count=np.ones(n_subflows),
         packet=np.full(n_subflows, transport.mss),
         params=params,
         dt=np.asarray(dt),
     )
-    problem = with_hop_layout(problem)  # what the solver walks (solvers.problem.hop_layout)
+    problem = with_hop_layout(_run_once(problem, controller_of))  # solvers.problem.hop_layout
     dtype = jnp.float32 if scenario.si.run.precision == "float32" else jnp.float64
     physics = Physics(model, scenario.discipline, scenario.si.run.feedback_delay,
                       _pause_history(queues, dt))
     return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,
-                    _stepping(scenario, dt, grid, _longest_step(aqm, model_rate)))
+                    _stepping(scenario, dt, grid, _longest_step(aqm, model_rate)), controller_of)
 
 
 def _pause_history(queues: Queues, dt: float) -> int:

@@ -286,6 +286,6 @@ def check_memory(cost: Cost, limit: float, what: str = "the run", limit_name: st
         advice = (f"a run.sample of at least {format_time(fits)} (or a shorter run.duration) "
                   "would fit")
     else:
-        advice = (f"the network ({cost.links:,} links, {cost.controllers:,} flows) is too large "
-                  "for this memory; use fewer flows or a smaller topology")
+        advice = (f"the network ({cost.links:,} links, {cost.controllers:,} distinct senders) "
+                  "is too large for this memory; use fewer flows or a smaller topology")
     raise ScenarioError(f"{head}: {part}; {advice}")

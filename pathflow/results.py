@@ -94,7 +94,8 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         return np.asarray(array)[:, :n_links]
 
     def sub(array: np.ndarray) -> np.ndarray:
-        return np.asarray(array)[:, :n_subflows]
+        """Per subflow: its controller's (exchangeable flows run once: `compile`)."""
+        return np.asarray(array)[:, compiled.controller_of]
 
     def fl(array: np.ndarray) -> np.ndarray:
         """Per flow: the sum over its subflows."""
@@ -117,7 +118,7 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "flow_rate": fl(t.flow_rate),
         "send_rate": fl(t.send_rate),
         "delivered": fl(t.delivered),
-        "completion_time": _per_flow_first(np.asarray(t.completion)[-1], flow_of, n_flows),
+        "completion_time": _per_flow_first(sub(t.completion)[-1], flow_of, n_flows),
         "subflow_rate": sub(t.flow_rate),
         "rtt": sub(t.rtt),
         "dt": np.asarray(t.dt, dtype=float),
@@ -132,7 +133,8 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
                       for name, values in t.state.items()})
     owners = compiled.model.state_owners(compiled.problem.params)
     for name, owned in owners.items():  # a mixture's variables of some subflows only
-        variables[name] = np.where(np.asarray(owned)[:n_subflows], variables[name], np.nan)
+        variables[name] = np.where(np.asarray(owned)[compiled.controller_of], variables[name],
+                                   np.nan)
     # delivered bytes split over each subflow's paths by their weights (spraying's exact split)
     route_bytes = sub(t.delivered)[-1][routes.path_subflow] * np.asarray(routes.path_weight)
     path_coords, variables["path_bytes"] = path_usage(network, routes, route_bytes)

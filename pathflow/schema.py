@@ -195,6 +195,8 @@ _SWEEP_SUMMARIES = {
     "drops": Field(_PER_RUN, "bytes/s", "mean drop rate at the bottleneck over the whole run"),
     "window_mean": Field(_PER_RUN, "bytes", "mean congestion window of the last three "
                                             "quarters"),
+    "paused": Field(_PER_RUN, "1", "largest fraction of the time after warm-up that PFC held a "
+                                   "link's transmitter paused (0 without PFC)"),
 }  # fmt: skip
 
 SWEEP = Schema(

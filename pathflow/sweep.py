@@ -85,6 +85,7 @@ def summarize_point(ds: xr.Dataset) -> dict[str, float]:
         "settled": math.nan if convergence.reason else float(convergence.settled),
         "drops": float(ds.drops.isel(link=link).mean()),
         "window_mean": float(ds.cwnd.sel(time=steady).mean()),
+        "paused": float(ds.pause.sel(time=steady).mean("time").max()) if "pause" in ds else 0.0,
     }
 
 

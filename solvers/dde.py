@@ -303,7 +303,8 @@ def _flow_control(carry: Carry, hop_flow: Array, early_drop: Array, arrival: Arr
     # the bytes a subflow holds at hop h came by its hop h - 1 link(s)
     at_hop = _by_hop(held, widths)
     came_by = _per_slot([*at_hop[1:], jnp.zeros_like(at_hop[0])], widths) * layout.upstream
-    ingress = jax.ops.segment_sum(came_by.ravel(), layout.link.ravel(), links)
+    ingress = jax.ops.segment_sum((came_by * problem.count[:, None]).ravel(),
+                                  layout.link.ravel(), links)
     queues = problem.queues
     decided = pfc.paused_fraction(ingress, queues.xoff, queues.xon, queues.capacity,
                                   queues.pause_delay, dt)
@@ -350,10 +351,11 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     rtt = carry.rtt  # at the current queues, computed by the previous step (or initial_carry)
     flow = problem.subflow_flow
     running = ((time >= problem.start) & (carry.flow_delivered < problem.size)
-               & (problem.active > 0))
+               & (problem.count > 0))
     wanted = jnp.where(running, model.rate(carry.state, rtt, problem.params), 0.0)
     wanted = wanted * problem.packet
-    offered = jax.ops.segment_sum(wanted, problem.nic, links)
+    count = problem.count
+    offered = jax.ops.segment_sum(wanted * count, problem.nic, links)
     nic_share = jnp.minimum(1.0, queues.capacity / jnp.maximum(offered, _TINY))[problem.nic]
     send = wanted * nic_share
     paused = jnp.zeros_like(queues.capacity)
@@ -376,7 +378,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
             entering.append(entering[-1] * through)
         slot_entering = _per_slot([path_send * e for e in entering], widths)
     hop_flow = slot_entering * layout.share
-    arrival = jax.ops.segment_sum(hop_flow.ravel(), layout.link.ravel(), links)
+    arrival = jax.ops.segment_sum((hop_flow * count[:, None]).ravel(), layout.link.ravel(),
+                                  links)
 
     mark, early_drop = discipline.congestion(carry.measure, problem.aqm)
     moved = aqm.queue_step(carry.queue, arrival, early_drop, queues, dt)
@@ -399,7 +402,7 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     feedback = _receive(_send_back(carry.feedback, carry.step, delay, dt, sent), carry.step)
     seen_mark, seen_loss, acked = feedback.seen.T
     signals = Signals(rtt, seen_mark, seen_loss, acked, (nic_share >= 1.0).astype(rtt.dtype),
-                      flow, layout.receiver)
+                      flow, layout.receiver, count)
 
     params = problem.params
     slope = model.derivative(carry.state, signals, params)

@@ -62,7 +62,8 @@ class Problem(NamedTuple):
     nic: Array  # (F,) int32: the subflow's host egress link (L if it has none)
     start: Array  # (F,) s, its flow's start
     size: Array  # (F,) bytes, its flow's size (inf for a long-lived flow)
-    active: Array  # (F,) 1 for a real subflow, 0 for padding
+    count: Array  # (F,) the identical subflows it runs for: 1, more for a class of exchangeable
+    # flows run once (pathflow.compile), 0 for padding
     packet: Array  # (F,) bytes per packet (transport.mss)
     params: Any  # (F,) each: the congestion-control model's Params
     dt: Array  # () s
@@ -198,7 +199,7 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
                                       problem.nic), controllers, links), dtype=jnp.int32),
         start=grow(problem.start, controllers, 0.0),
         size=grow(problem.size, controllers, 0.0),
-        active=grow(problem.active, controllers, 0.0),
+        count=grow(problem.count, controllers, 0.0),
         packet=grow(problem.packet, controllers, float(np.asarray(problem.packet)[0])),
         params=params,
         dt=problem.dt,
@@ -264,7 +265,7 @@ def merge_problems(problems: list[Problem]) -> Problem:
                                     ).astype(np.int32),
         nic=np.concatenate([relink(p.nic, p, o) for p, o in zip(problems, link_offset,
                                                                  strict=True)]).astype(np.int32),
-        start=join("start"), size=join("size"), active=join("active"), packet=join("packet"),
+        start=join("start"), size=join("size"), count=join("count"), packet=join("packet"),
         params=params, dt=problems[0].dt)
     return with_hop_layout(merged)
 

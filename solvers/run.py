@@ -90,10 +90,12 @@ def _step_limit(problem: Problem) -> Callable[[Trajectory, float, float], float]
     weighted = np.bincount(owner, weights=weight * np.asarray(problem.path_base_rtt),
                            minlength=nic.shape[0])
     base = np.where(total > 0, weighted / np.maximum(total, 1e-300), np.inf)  # inf: padding
-    start = np.asarray(problem.start)
+    start, count = np.asarray(problem.start), np.asarray(problem.count)
 
     def limit(piece: Trajectory, now: float, until: float) -> float:
-        return limiting_rtt(piece.rtt, piece.send_rate, capacity, nic, base, start, now, until)
+        # a controller's rate times the identical subflows it runs for: what its NIC carries
+        return limiting_rtt(piece.rtt, piece.send_rate * count, capacity, nic, base, start,
+                            now, until)
 
     return limit
 
@@ -121,7 +123,8 @@ def solve_together(physics: Physics, problems: list[Problem], grid: Grid, *,
     merged = solve(physics, merge_problems(problems), grid, progress=progress,
                    stepping=stepping)
     links = [name for name, array in zip(Trajectory._fields, merged, strict=True)
-             if name.startswith("queue") or name in ("arrival", "departure", "drop", "mark")]
+             if name.startswith("queue")
+             or name in ("arrival", "departure", "drop", "mark", "pause")]
     pieces: list[dict[str, object]] = [{} for _ in problems]
     for name in Trajectory._fields:
         value = getattr(merged, name)

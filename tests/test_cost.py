@@ -87,9 +87,13 @@ def test_steps_records_and_memory_follow_the_closed_forms() -> None:
 
 def test_time_estimate_grows_with_the_problem() -> None:
     two = cost.estimate(compile_scenario(small()))
-    many = cost.estimate(compile_scenario(small().with_updates({"traffic.flows": 64})))
+    sixty_four = small().with_updates({"traffic.flows": 64})
+    many = cost.estimate(compile_scenario(sixty_four, exchangeable=False))
     longer = cost.estimate(compile_scenario(small(dt="1us")))
     assert many.seconds > two.seconds and many.controllers == 64
+    # 64 flows from 2 hosts that nothing else tells apart run as 2 controllers, at 2's cost
+    run_once = cost.estimate(compile_scenario(sixty_four))
+    assert run_once.controllers == 2 and run_once.seconds == two.seconds
     assert longer.steps == 2 * two.steps
     assert longer.seconds - cost.COMPILE_SECONDS == pytest.approx(
         2 * (two.seconds - cost.COMPILE_SECONDS))
@@ -99,7 +103,10 @@ def test_time_estimate_grows_with_the_problem() -> None:
 
 def test_sweep_estimate_counts_points_on_one_time_axis() -> None:
     scenario = small()
-    points = compile_together([scenario.with_updates({"traffic.flows": n}) for n in (2, 3, 9)])
+    # flows started apart are told apart: every one is a controller of its own
+    points = compile_together([scenario.with_updates({"traffic.flows": n,
+                                                      "traffic.start_jitter": "1ms"})
+                               for n in (2, 3, 9)])
     single = cost.estimate(points[0])
     swept = cost.estimate_sweep(points)
     assert swept.points == 3 and swept.steps == single.steps
@@ -107,6 +114,10 @@ def test_sweep_estimate_counts_points_on_one_time_axis() -> None:
     # three size buckets (2, 4 and 16 subflows), each compiled and run once
     assert swept.seconds > 3 * (cost.COMPILE_SECONDS + single.steps * cost.STEP_BASE)
     assert cost.describe(swept).startswith("3 points x 10,000 steps of 2 us, 200 records each")
+    # started together, the flows of each host run once: two controllers, one bucket
+    together = cost.estimate_sweep(compile_together([scenario.with_updates({"traffic.flows": n})
+                                                     for n in (2, 3, 9)]))
+    assert together.controllers == 2 and together.seconds < swept.seconds
 
 
 def test_memory_refusal_names_what_would_fit() -> None:

@@ -15,7 +15,7 @@ import pathflow
 from helpers import PACKET, star
 from pathflow import sweep as sweep_module
 from pathflow.cli import app
-from pathflow.metrics import queue_stats
+from pathflow.metrics import default_warmup, queue_stats
 from pathflow.scenario import ScenarioError
 from pathflow.sweep import parse_flow_range, sweep_flows
 
@@ -47,6 +47,20 @@ def test_batched_points_equal_single_runs() -> None:
     # DCTCP incast: the queue grows with the number of flows (Q_max = K + N)
     assert list(swept.queue_max.values) == sorted(swept.queue_max.values)
     assert float(swept.queue_max.sel(flows=7)) / PACKET == pytest.approx(30 + 7, rel=0.1)
+
+
+def test_a_lossless_sweep_keeps_each_points_pauses() -> None:
+    """Reno senders on drop-tail into one port with PFC: each point's pause time
+    is its single run's (the merged run splits pauses per link, as queues)."""
+    lossless = star(8, rate="1Gbps", delay="10us", buffer="60KB", cc="reno",
+                    aqm={"kind": "droptail", "pfc": True}, duration="10ms")
+    swept = sweep_flows(lossless, [8, 16])
+    for n in (8, 16):
+        single = pathflow.simulate(lossless.with_updates({"traffic.flows": n}))
+        steady = single.pause.sel(time=single.time > default_warmup(single))
+        assert float(swept.paused.sel(flows=n)) == pytest.approx(
+            float(steady.mean("time").max()), rel=1e-6)
+    assert float(swept.paused.min()) > 0.1
 
 
 def test_cli_sweep_writes_dataset_and_plot(tmp_path: Path) -> None:

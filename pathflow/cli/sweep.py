@@ -110,7 +110,9 @@ def sweep(
         from pathflow.plots import plot_sweep
 
         table = Table(title=f"{scenario.name}: sweep over flows", title_justify="left")
-        for column in ("flows", "throughput", "Jain", "queue mean", "p99", "max", "converged"):
+        paused = bool((result.paused > 0).any())  # a lossless network: how long PFC held links
+        for column in ("flows", "throughput", "Jain", "queue mean", "p99", "max", "converged",
+                       *(["paused (most)"] if paused else [])):
             table.add_column(column, justify="right")
         for i, n in enumerate(result.flows.values):
             conv = float(result.convergence_time[i])
@@ -119,7 +121,8 @@ def sweep(
                           format_bytes(float(result.queue_mean[i])),
                           format_bytes(float(result.queue_p99[i])),
                           format_bytes(float(result.queue_max[i])),
-                          format_time(conv) if math.isfinite(conv) else "no")
+                          format_time(conv) if math.isfinite(conv) else "no",
+                          *([f"{float(result.paused[i]):.1%}"] if paused else []))
         console.print(table)
         plot_sweep(result, plot)
         console.print(f"wrote {output} and {plot}")

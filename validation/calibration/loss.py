@@ -288,7 +288,8 @@ def model_residuals(theta_fit: jax.Array, data: Data, static: Static
                     ) -> tuple[jax.Array, jax.Array]:
     """Residuals (model features minus the trace's, packets) and the compared queue series
     (packets, every record)."""
-    trajectory = integrate(static.physics, _problem(theta_fit, data), static.grid)
+    problem = _problem(theta_fit, data)
+    trajectory = integrate(static.physics, problem, static.grid)
     series = trajectory.queue[:, static.link] / data.packet
     inside = jnp.arange(series.shape[0]) >= data.first
     count = jnp.sum(inside)
@@ -303,7 +304,7 @@ def model_residuals(theta_fit: jax.Array, data: Data, static: Static
         parts.append(data.acf_scale * _window_autocovariance(
             centred, count, static.acf_lags, data.lag_position))
     if static.rate:
-        total = jnp.sum(trajectory.flow_rate, axis=1)
+        total = jnp.sum(trajectory.flow_rate * problem.count, axis=1)  # identical flows: count
         parts.append((data.rate_factor * jnp.sum(jnp.where(inside, total, 0.0)) / count)[None])
     return jnp.concatenate(parts) - data.target, series
 

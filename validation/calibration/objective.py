@@ -247,8 +247,9 @@ def _pick_link(compiled: Compiled, trace_link: str, link: str | None) -> int:
         return names.index(link)
     if trace_link in names:
         return names.index(trace_link)
-    hops = np.asarray(compiled.problem.path_hops).ravel()
-    crossings = np.bincount(hops[hops < len(names)], minlength=len(names)).astype(float)
+    crossings = np.zeros(len(names))
+    for path in compiled.routes.paths:
+        crossings[list(path)] += 1.0
     hosts = set(compiled.network.hosts)
     crossings[[item.src in hosts for item in compiled.network.links]] = -1
     busiest = np.flatnonzero(crossings == crossings.max())
