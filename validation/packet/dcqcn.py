@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 
 from pathflow.validation.packet.events import arm_timer, push_event
-from pathflow.validation.packet.jit import kernel
+from pathflow.validation.packet.jit import kernel, outlined
 from pathflow.validation.packet.layout import (
     CC_DCQCN_PLUS,
     EV_WAKE,
@@ -136,7 +136,7 @@ def cnp_period(sim, s: int, nic: int) -> float:
     return max(f[s, SF_CNP_INTERVAL], sim.links.f[nic, LF_FLOWS_IN] / f[s, SF_CNP_CAPACITY])
 
 
-@kernel
+@outlined  # once per flow (outlined: kept out of the event loop's body and compile time)
 def start(sim, s: int, now: float) -> None:
     f = sim.senders.f
     f[s, SF_CWND] = float(sim.cfg.ring)  # no window: the ring bounds what is in flight
@@ -208,7 +208,7 @@ def on_sent(sim, s: int, size: float, now: float) -> None:
         _increase(sim, s, SI_STAGE_BYTES, now)
 
 
-@kernel
+@outlined  # at most one per cnp gap and flow, as `start`
 def on_cnp(sim, s: int, now: float) -> None:
     """A CNP: the alpha period remembers it; the rate is cut unless it was less than
     `cnp_interval` ago (ConnectX's rate_reduce_monitor_period)."""
@@ -229,7 +229,7 @@ def on_cnp(sim, s: int, now: float) -> None:
     _rearm(sim, s)
 
 
-@kernel
+@outlined  # every few tens of microseconds per flow, as `start`
 def on_timer(sim, s: int, now: float) -> None:
     """The alpha period or the rate-increase timer ended (both stop with the flow)."""
     f = sim.senders.f

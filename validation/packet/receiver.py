@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from pathflow.validation.packet import dcqcn
 from pathflow.validation.packet.cc import rate_based
 from pathflow.validation.packet.events import arm_timer, cancel_timer
-from pathflow.validation.packet.jit import kernel
+from pathflow.validation.packet.jit import kernel, outlined
 from pathflow.validation.packet.layout import (
     ACK,
     CC_DCQCN_PLUS,
@@ -66,6 +68,10 @@ from pathflow.validation.packet.packets import new_packet
 
 __all__ = ["on_data", "on_delack_timer", "send_ack"]
 
+# Arguments of `_send_ack_outlined` as numpy scalars: numba would compile the outlined
+# function once per distinct plain-int constant (see layout's note on literals).
+_NO_DSACK, _ECE = np.int64(0), np.int64(1)
+
 
 @kernel
 def _delack_timer(sim, s: int) -> int:
@@ -87,6 +93,13 @@ def send_ack(sim, s: int, ece: int, dsack: int, now: float) -> None:
     ri[s, RI_PENDING] = 0
     cancel_timer(sim, _delack_timer(sim, s))
     enqueue(sim, paths.links[paths.i[back, PI_START]], p, now)
+
+
+@outlined
+def _send_ack_outlined(sim, s: int, ece: int, dsack: int, now: float) -> None:
+    """`send_ack` for the rare callers (CNPs, the delayed-ACK timer): one compiled copy that
+    they call, rather than one inlined into the event loop at each of them."""
+    send_ack(sim, s, ece, dsack, now)
 
 
 @kernel
@@ -117,7 +130,7 @@ def _notify(sim, s: int, now: float) -> None:
         return
     sim.links.f[nic, LF_CNP_NEXT] = now + 1.0 / sf[s, SF_CNP_CAPACITY]
     rf[s, RF_LAST_CNP] = now
-    send_ack(sim, s, 1, 0, now)
+    _send_ack_outlined(sim, s, _ECE, _NO_DSACK, now)
 
 
 @kernel
@@ -137,6 +150,7 @@ def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
     echo = ri[s, RI_CE] if ecn else 0
     nxt = ri[s, RI_NXT]
     mask = cfg.ring - 1
+    ack_now, dsack = True, 0  # one send_ack below for the three cases (one inlined copy)
     if seq == nxt:
         filled_hole = ri[s, RI_OOO] > 0
         _deliver(sim, s, nxt, now)
@@ -148,9 +162,8 @@ def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
             nxt += 1
         ri[s, RI_NXT] = nxt
         ri[s, RI_PENDING] += 1
-        if filled_hole or ri[s, RI_PENDING] >= cfg.delayed_ack:
-            send_ack(sim, s, echo, 0, now)
-        else:
+        ack_now = filled_hole or ri[s, RI_PENDING] >= cfg.delayed_ack
+        if not ack_now:
             timer = _delack_timer(sim, s)
             if sim.timers[timer, TM_DEADLINE] == math.inf:
                 arm_timer(sim, timer, now + cfg.delack_timeout)
@@ -159,9 +172,11 @@ def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
         if not duplicate:
             have[s, seq & mask] = 1
             ri[s, RI_OOO] += 1
-        send_ack(sim, s, echo, seq + 1 if duplicate else 0, now)  # duplicate ACK
+        dsack = seq + 1 if duplicate else 0  # a duplicate ACK
     else:
-        send_ack(sim, s, echo, seq + 1, now)  # a copy of data already delivered: D-SACK
+        dsack = seq + 1  # a copy of data already delivered: D-SACK
+    if ack_now:
+        send_ack(sim, s, echo, dsack, now)
 
 
 @kernel
@@ -169,4 +184,4 @@ def on_delack_timer(sim, s: int, now: float) -> None:
     ri = sim.receivers.i
     if ri[s, RI_PENDING] > 0:
         echo = ri[s, RI_CE] if sim.senders.i[s, SI_ECT] else 0
-        send_ack(sim, s, echo, 0, now)
+        _send_ack_outlined(sim, s, echo, _NO_DSACK, now)

@@ -58,7 +58,7 @@ import numpy as np
 
 from pathflow.validation.packet import cc, dcqcn
 from pathflow.validation.packet.events import arm_timer, cancel_timer, push_event
-from pathflow.validation.packet.jit import kernel
+from pathflow.validation.packet.jit import kernel, outlined
 from pathflow.validation.packet.layout import (
     CA_CWR,
     CA_LOSS,
@@ -248,7 +248,7 @@ def _rtt_sample(sim, s: int, ack: int, now: float) -> None:
     snd.f[s, SF_RTT_LAST] = sample
 
 
-@kernel
+@outlined  # once per loss episode: not worth a copy in the event loop's body
 def _enter_recovery(sim, s: int, now: float) -> None:
     """Fast retransmit (RFC 6582 step 2). Coming from CWR the window was already reduced for
     this episode, so ssthresh stays (Linux: no second reduction)."""
@@ -281,7 +281,7 @@ def _retransmitted_in_episode(sim, s: int, seq: int) -> bool:
     return snd.resent[s, slot] == 1 and snd.sent_at[s, slot] >= snd.f[s, SF_EPISODE_START]
 
 
-@kernel
+@outlined  # rare (a spurious recovery), as `_enter_recovery`
 def _undo(sim, s: int) -> None:
     """Every retransmission of the last fast recovery reached the receiver as a duplicate: the
     "loss" was reordering. Restore the window and raise the duplicate-ACK threshold to the
@@ -420,7 +420,7 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
         arm_timer(sim, s, now + f[s, SF_RTO])
 
 
-@kernel
+@outlined  # rare, as `_enter_recovery`
 def on_timeout(sim, s: int, now: float) -> None:
     """The retransmission timer of sender s fired."""
     f, i, cfg = sim.senders.f, sim.senders.i, sim.cfg
