@@ -263,8 +263,7 @@ def _balia_factor(sim, s: int) -> float:
 @kernel
 def rate_based(sim, s: int) -> bool:
     """Whether sender s paces at a rate of its own (DCQCN, DCQCN+) rather than by a window."""
-    code = sim.senders.i[s, SI_CC]
-    return code in (CC_DCQCN, CC_DCQCN_PLUS)
+    return sim.senders.i[s, SI_CC] in (CC_DCQCN, CC_DCQCN_PLUS)
 
 
 @kernel

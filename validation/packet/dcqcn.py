@@ -28,7 +28,7 @@ apart.
 
 DCQCN+ (`models/dcqcn_plus.py`, seed 001 section 4.3) is the same sender with three changes:
 
-- Its notification point (`cnp_period`, called by `receiver.py`) sends a flow at most one CNP
+- Its notification point (`cnp_gap`, called by `receiver.py`) sends a flow at most one CNP
   per tau_c = max(cnp_interval, n / cnp_capacity), n the DCQCN+ flows its NIC receives now
   (`LF_FLOWS_IN`, counted from their start to their last acknowledgement), and the CNP carries
   tau_c (the sender reads it from the receiver's row as the CNP arrives).
@@ -59,6 +59,7 @@ from pathflow.validation.packet.layout import (
     SF_BYTE_COUNTER,
     SF_BYTES_SENT,
     SF_CNP_CAPACITY,
+    SF_CNP_GAP,
     SF_CNP_INTERVAL,
     SF_CNP_PERIOD,
     SF_CNP_SEEN,
@@ -86,7 +87,7 @@ from pathflow.validation.packet.layout import (
     SI_WAKE_PENDING,
 )
 
-__all__ = ["cnp_period", "on_cnp", "on_sent", "on_timer", "start", "stop"]
+__all__ = ["cnp_gap", "on_cnp", "on_sent", "on_timer", "start", "stop"]
 
 
 @kernel
@@ -129,11 +130,17 @@ def _receiver_nic(sim, s: int) -> int:
 
 
 @kernel
-def cnp_period(sim, s: int, nic: int) -> float:
-    """DCQCN+'s notification point: flow s's CNP period tau_c, its NIC's CNP capacity shared
-    alike by the DCQCN+ flows that NIC receives now, never below `cnp_interval`."""
+def cnp_gap(sim, s: int, nic: int) -> float:
+    """The notification point's least time between flow s's CNPs (its NIC: `nic`). DCQCN's
+    min_time_between_cnps; DCQCN+'s period tau_c, the NIC's CNP capacity shared alike by the
+    DCQCN+ flows it receives now, never below `cnp_interval`, which the CNP carries (written
+    to the receiver's row)."""
     f = sim.senders.f
-    return max(f[s, SF_CNP_INTERVAL], sim.links.f[nic, LF_FLOWS_IN] / f[s, SF_CNP_CAPACITY])
+    if not _plus(sim, s):
+        return f[s, SF_CNP_GAP]
+    period = max(f[s, SF_CNP_INTERVAL], sim.links.f[nic, LF_FLOWS_IN] / f[s, SF_CNP_CAPACITY])
+    sim.receivers.f[s, RF_CNP_PERIOD] = period
+    return period
 
 
 @outlined  # once per flow (outlined: kept out of the event loop's body and compile time)

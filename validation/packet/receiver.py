@@ -14,7 +14,7 @@
   receiving NIC has sent its `cnp_capacity` (CNPs per microsecond, shared by its flows: the
   next CNP may leave 1 / capacity after the last); no other ACK of a DCQCN flow echoes
   anything. DCQCN+'s notification point spaces a flow's CNPs by its adaptive period instead
-  (`dcqcn.cnp_period`) and writes that period into the CNP.
+  (`dcqcn.cnp_gap`) and writes that period into the CNP.
 - Every ACK is `ack_bytes` on the wire and returns along the reverse of the path of the data
   packet that triggered it.
 - MPTCP: one receiver per subflow (its own in-order delivery and ACKs). The connection's
@@ -36,13 +36,11 @@ from pathflow.validation.packet.events import arm_timer, cancel_timer
 from pathflow.validation.packet.jit import kernel, outlined
 from pathflow.validation.packet.layout import (
     ACK,
-    CC_DCQCN_PLUS,
     LF_CNP_NEXT,
     PI_REVERSE,
     PI_START,
     PK_DSACK,
     PK_ECE,
-    RF_CNP_PERIOD,
     RF_COMPLETION,
     RF_DELIVERED,
     RF_LAST_CNP,
@@ -53,9 +51,7 @@ from pathflow.validation.packet.layout import (
     RI_PATH,
     RI_PENDING,
     SF_CNP_CAPACITY,
-    SF_CNP_GAP,
     SF_LAST_BYTES,
-    SI_CC,
     SI_CONN_END,
     SI_CONN_FIRST,
     SI_CONN_SEGMENTS,
@@ -117,15 +113,12 @@ def _deliver(sim, s: int, seq: int, now: float) -> None:
 @kernel
 def _notify(sim, s: int, now: float) -> None:
     """DCQCN's notification point saw a CE mark for flow s: a CNP, unless the flow had one less
-    than min_time_between_cnps ago or the receiving NIC has no CNP capacity left (a CNP it
-    cannot send now is not sent)."""
+    than its gap ago (`dcqcn.cnp_gap`: min_time_between_cnps, or DCQCN+'s period) or the
+    receiving NIC has no CNP capacity left (a CNP it cannot send now is not sent)."""
     rf, sf, paths = sim.receivers.f, sim.senders.f, sim.paths
     back = paths.i[sim.receivers.i[s, RI_PATH], PI_REVERSE]
     nic = paths.links[paths.i[back, PI_START]]
-    gap = sf[s, SF_CNP_GAP]
-    if sim.senders.i[s, SI_CC] == CC_DCQCN_PLUS:
-        gap = dcqcn.cnp_period(sim, s, nic)
-        rf[s, RF_CNP_PERIOD] = gap
+    gap = dcqcn.cnp_gap(sim, s, nic)
     if now - rf[s, RF_LAST_CNP] < gap or now < sim.links.f[nic, LF_CNP_NEXT]:
         return
     sim.links.f[nic, LF_CNP_NEXT] = now + 1.0 / sf[s, SF_CNP_CAPACITY]
