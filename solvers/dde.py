@@ -350,11 +350,10 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
 
     rtt = carry.rtt  # at the current queues, computed by the previous step (or initial_carry)
     flow = problem.subflow_flow
-    running = ((time >= problem.start) & (carry.flow_delivered < problem.size)
-               & (problem.count > 0))
+    count = problem.count  # the identical subflows each controller runs for (0: padding)
+    running = (time >= problem.start) & (carry.flow_delivered < problem.size) & (count > 0)
     wanted = jnp.where(running, model.rate(carry.state, rtt, problem.params), 0.0)
     wanted = wanted * problem.packet
-    count = problem.count
     offered = jax.ops.segment_sum(wanted * count, problem.nic, links)
     nic_share = jnp.minimum(1.0, queues.capacity / jnp.maximum(offered, _TINY))[problem.nic]
     send = wanted * nic_share

@@ -62,8 +62,7 @@ class Problem(NamedTuple):
     nic: Array  # (F,) int32: the subflow's host egress link (L if it has none)
     start: Array  # (F,) s, its flow's start
     size: Array  # (F,) bytes, its flow's size (inf for a long-lived flow)
-    count: Array  # (F,) the identical subflows it runs for: 1, more for a class of exchangeable
-    # flows run once (pathflow.compile), 0 for padding
+    count: Array  # (F,) identical subflows it runs for (pathflow.compile); 0 for padding
     packet: Array  # (F,) bytes per packet (transport.mss)
     params: Any  # (F,) each: the congestion-control model's Params
     dt: Array  # () s
