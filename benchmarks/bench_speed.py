@@ -8,8 +8,8 @@ Cases (``--cases``, default all; durations of a full run, ``--quick`` shortens e
 - ``spray``: the same with per-packet spraying. Target >= 10x.
 - ``100g``: the k = 8 permutation at 100 Gb/s, 1,500 B packets (300 KB buffers, K = 65 packets),
   ECMP, 100 ms. Target >= 50x.
-- ``incast``: the 2,000-flow point of the default sweep (the built-in 10 Gb/s DCTCP incast of
-  ``pathflow/scenarios/incast_10g.toml``), 20 ms. Target >= 10x.
+- ``incast``: the 2,000-flow point of the 10 Gb/s DCTCP incast sweep
+  (``pathflow/scenarios/incast_10g.toml``, the default sweep before issue 10), 20 ms. Target >= 10x.
 - ``seeds``: 32 hash seeds (``run.seed`` 1..32) of the ``ecmp`` case in one ``vmap``-ed batch
   (problems padded to one shape and stacked as ``pathflow.sweep`` does), against one seed.
   Target: the batch takes <= 4x the time of one. Fluid only.
@@ -20,8 +20,10 @@ Cases (``--cases``, default all; durations of a full run, ``--quick`` shortens e
   100 ms: fluid (compile and run, peak RSS) against the packet reference on the same scenario.
 - ``mptcp16``: the same on a k = 16 fat-tree (1,024 hosts, 8,192 subflows). Fluid only. Target
   <= 60 s end to end and <= 4 GB peak RSS.
-- ``sweep``: ``pathflow sweep --flows 80:2000`` as a user runs it (``python -m pathflow`` in a
-  subprocess, HOME pointed at an empty folder so the JAX compilation cache is cold). Target <= 30 s.
+- ``sweep``: ``pathflow sweep incast_10g.toml --flows 80:2000`` (the DCTCP incast) as a user runs
+  it (``python -m pathflow`` in a subprocess, HOME pointed at an empty folder so the JAX
+  compilation cache is cold). Target <= 30 s. The default sweep (DCQCN and DCQCN+) is measured by
+  ``bench_dcqcn_sweep.py``.
 - ``flows`` (scaling): the incast at 80, 160, 400, 800, 1,200 and 2,000 flows, 20 ms, both engines.
 - ``size`` (scaling): the ``ecmp`` fat-tree at k = 4, 8, 12, 16, 100 ms, both engines.
   The scaling cases print wall time per point and the fitted log-log slope (time ~ size^slope).
@@ -139,7 +141,7 @@ def mptcp(k: int, duration: str) -> Any:
 
 
 def incast(flows: int, duration: str) -> Any:
-    """The default sweep's scenario (`pathflow sweep` without a file) at `flows` flows."""
+    """The DCTCP incast sweep's scenario at `flows` flows."""
     from pathflow.scenario import Scenario
 
     text = (ROOT / "pathflow" / "scenarios" / "incast_10g.toml").read_text()
@@ -280,7 +282,7 @@ def seeds_run(duration: str, seeds: int) -> dict[str, Any]:
 
 
 def sweep_run(quick: bool, duration: str) -> dict[str, Any]:
-    """`python -m pathflow sweep --flows 80:2000` with a cold JAX cache (fresh HOME)."""
+    """`python -m pathflow sweep incast_10g.toml --flows 80:2000` with a cold JAX cache."""
     with tempfile.TemporaryDirectory(prefix="bench-speed-sweep-") as tmp:
         env = dict(os.environ)
         env.setdefault("MPLCONFIGDIR", str(Path.home() / ".config" / "matplotlib"))
@@ -293,7 +295,7 @@ def sweep_run(quick: bool, duration: str) -> dict[str, Any]:
             path.write_text(scenario.to_toml())
             command += [str(path), "--flows", "80:160:80"]
         else:
-            command += ["--flows", "80:2000"]
+            command += [str(EXAMPLES / "incast_10g.toml"), "--flows", "80:2000"]
         start = time.perf_counter()
         done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - start

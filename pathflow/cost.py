@@ -190,7 +190,7 @@ def estimate_sweep(points: Sequence[Compiled]) -> Cost:
     for chunk in chunks(list(points)):
         links, paths, hops, size = chunk.shape
         merged = (chunk.batch * links + 1, chunk.batch * paths * hops, chunk.batch * size)
-        program = (*chunk.shape, chunk.batch)
+        program = (chunk.members[0].physics, *chunk.shape, chunk.batch)
         if program not in shapes:  # a new program to compile
             shapes.add(program)
             seconds += COMPILE_SECONDS

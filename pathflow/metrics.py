@@ -23,6 +23,7 @@ __all__ = [
     "HEADER_BYTES",
     "Convergence",
     "Summary",
+    "below_since",
     "bottleneck_frequency",
     "convergence_time",
     "default_warmup",
@@ -95,6 +96,21 @@ def queue_stats(ds: xr.Dataset, warmup: float | None = None) -> xr.Dataset:
     for name in out.data_vars:
         out[name].attrs["units"] = "bytes"
     return out
+
+
+def below_since(ds: xr.Dataset, link: int, threshold: float, warmup: float | None = None
+                ) -> float:
+    """Seed 001's convergence criterion (a queue that stays above `threshold` bytes has not
+    converged; the thesis reads 200 KB at 10 Gb/s): the time (s) from which the queue of the
+    `link`-th link stays at or below `threshold` to the end of the run, the end of the sample
+    of its last excursion above it (0: never above); inf when it is above it after warm-up.
+    Peaks between samples count where the result records them (`queue_max`)."""
+    queue = ds.queue_max if "queue_max" in ds else ds.queue
+    above = np.flatnonzero(queue.isel(link=link).values > threshold)
+    if not above.size:
+        return 0.0
+    end = float(ds.time[above[-1]])
+    return math.inf if end > (default_warmup(ds) if warmup is None else warmup) else end
 
 
 def _moving_average(values: np.ndarray, width: int) -> np.ndarray:

@@ -53,32 +53,58 @@ def plot_run(ds: xr.Dataset, path: str | Path | None = None, links: int = 3, flo
 
 
 def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
-    """Bottleneck queue (mean, p99, max) and convergence time against the number of flows; the
-    buffer limit is drawn when the queue comes within a factor of five of it."""
+    """Against the number of flows, one colour per congestion control of a `cc` dimension:
+    the bottleneck queue (p99 and max; the buffer where the queue comes within a factor of five
+    of it, and seed 001's standing-queue size), its queueing latency (mean and p99), the
+    throughput, and the time from which the queue stays below the standing-queue size (x: not
+    converged by that criterion) beside the time the run settled."""
     packet = float(ds.attrs.get("packet_bytes", 1500))
-    flows = ds.flows.values
-    fig = Figure(figsize=(11, 4))
-    left, right = fig.subplots(1, 2)
-    for name, style in (("queue_mean", "-o"), ("queue_p99", "--s"), ("queue_max", ":^")):
-        left.plot(flows, ds[name] / 1e3, style, ms=3, label=name.replace("queue_", ""))
+    standing = float(ds.attrs.get("standing_queue", np.nan))
+    fig = Figure(figsize=(11, 7.5))
+    (queue, latency), (rate, convergence) = fig.subplots(2, 2, sharex=True)
+    points = [(str(cc), ds.sel(cc=cc)) for cc in ds.cc.values] if "cc" in ds.dims else [("", ds)]
+    top = float(ds.time[-1]) * 1e3
+    for (label, one), colour in zip(points, [f"C{i}" for i in range(10)], strict=False):
+        flows = one.flows.values
+        own = f"{label}: " if label else ""
+        for name, style in (("queue_p99", "-o"), ("queue_max", ":^")):
+            queue.plot(flows, one[name] / 1e3, style, ms=3, color=colour,
+                       label=own + name.replace("queue_", ""))
+        for name, style in (("latency_mean", "-o"), ("latency_p99", "--s")):
+            latency.plot(flows, one[name] * 1e6, style, ms=3, color=colour,
+                         label=own + name.replace("latency_", ""))
+        rate.plot(flows, one.aggregate_throughput * 8e-9, "-o", ms=3, color=colour,
+                  label=label or "throughput")
+        below = one.below_standing.values
+        convergence.plot(flows, np.where(np.isfinite(below), below * 1e3, np.nan), "-o", ms=3,
+                         color=colour, label=f"{own}queue below {standing / 1e3:g} KB")
+        settled = one.convergence_time.values
+        convergence.plot(flows, np.where(np.isfinite(settled), settled * 1e3, np.nan), ":",
+                         color=colour, label=f"{own}settled")
+        stuck = ~np.isfinite(below)
+        if stuck.any():
+            convergence.plot(flows[stuck], np.full(stuck.sum(), top), "x", color=colour,
+                             label=f"{own}not converged")
     buffer = float(ds.buffer.max())
     if float(ds.queue_max.max()) > 0.2 * buffer:
-        left.axhline(buffer / 1e3, color="grey", lw=0.8, ls="--", label="buffer")
-    left.set_xlabel("flows")
-    left.set_ylabel("bottleneck queue (KB)")
-    left.legend(fontsize=8)
-    secondary = left.secondary_yaxis("right", functions=(lambda kb: kb * 1e3 / packet,
-                                                         lambda p: p * packet / 1e3))
+        queue.axhline(buffer / 1e3, color="grey", lw=0.8, ls="--", label="buffer")
+    if np.isfinite(standing):
+        queue.axhline(standing / 1e3, color="black", lw=0.8, ls="-.",
+                      label=f"{standing / 1e3:g} KB (seed 001 criterion)")
+    queue.set_ylabel("bottleneck queue (KB)")
+    secondary = queue.secondary_yaxis("right", functions=(lambda kb: kb * 1e3 / packet,
+                                                          lambda p: p * packet / 1e3))
     secondary.set_ylabel("packets")
-    convergence = np.where(np.isfinite(ds.convergence_time), ds.convergence_time * 1e3, np.nan)
-    right.plot(flows, convergence, "-o", ms=3, label="settled")
-    unsettled = ~np.isfinite(ds.convergence_time.values)
-    if unsettled.any():
-        top = float(ds.time[-1]) * 1e3
-        right.plot(flows[unsettled], np.full(unsettled.sum(), top), "x", color="red",
-                   label="did not settle")
-    right.set_xlabel("flows")
-    right.set_ylabel("convergence time (ms)")
-    right.legend(fontsize=8)
-    fig.suptitle(f"{ds.attrs.get('scenario_name', 'sweep')}: queue and convergence vs flows")
+    latency.set_ylabel("queueing latency (us)")
+    rate.plot(ds.flows.values, np.full(ds.flows.size, float(ds.capacity.max()) * 8e-9), "--",
+              color="grey", lw=0.8, label="fastest link")
+    rate.set_ylabel("throughput (Gb/s)")
+    rate.set_ylim(bottom=0)
+    convergence.set_ylabel("time (ms)")
+    for axes in (queue, latency, rate, convergence):
+        axes.legend(fontsize=7)
+    for axes in (rate, convergence):
+        axes.set_xlabel("flows")
+    fig.suptitle(f"{ds.attrs.get('scenario_name', 'sweep')}: queue, latency, throughput and "
+                 "convergence vs flows")
     return _finish(fig, path)

@@ -625,6 +625,23 @@ class Scenario:
                 node[key] = value
         return Scenario.from_dict(data, self.base_dir)
 
+    def with_cc(self, cc: str) -> Scenario:
+        """Copy with `[transport] cc` set to `cc`, leaving out the parameters it does not
+        declare (DCQCN's preset, DCTCP's g) so that one network runs under several congestion
+        controls; the parameters both declare are kept."""
+        if self.spec.traffic.groups:
+            raise ScenarioError("transport.cc: this scenario's traffic groups choose their own "
+                                "cc; compare controls on a scenario without traffic.groups")
+        model = _control(cc, "transport").model
+        data = self.spec.model_dump(exclude_none=True)
+        transport = data.setdefault("transport", {})
+        declared = {p.name for p in model.parameters}
+        for key in [key for key in transport if key not in _TRANSPORT_KEYS]:
+            if key not in declared and not (key == "preset" and transport[key] in model.presets):
+                del transport[key]
+        transport["cc"] = cc
+        return Scenario.from_dict(data, self.base_dir)
+
     def __repr__(self) -> str:
         t = self.spec.topology
         return (f"Scenario({self.name!r}, {t.kind}, {self.spec.transport.cc}, "

@@ -8,9 +8,10 @@ and the trace loaders (`validation/traces/`); sweeps (`pathflow.sweep`) have the
 `pathflow.metrics` and the comparisons between engines read one set of names.
 
 A name is declared with the dimensions of one run. Datasets that hold several runs (a sweep's
-points, the Mininet study's test records) put one *stacking* dimension in front of the declared
-ones: `queue` is (time, link) in a run and (flows, time, link) in a sweep; a per-run scalar such
-as the Mininet `router` is declared with no dimensions and stacks to (record,).
+points, the Mininet study's test records) put *stacking* dimensions in front of the declared
+ones: `queue` is (time, link) in a run, (flows, time, link) in a sweep and (cc, flows, time, link)
+in a sweep of several congestion controls; a per-run scalar such as the Mininet `router` is
+declared with no dimensions and stacks to (record,).
 
 Units are SI (bytes, s, bytes/s, "1" for fractions and counts), except the few counts of
 packets that engines keep as such (`lost`, the fluid model's `credit`). Labels (link and host
@@ -189,6 +190,14 @@ _SWEEP_SUMMARIES = {
     "queue_p99": Field(_PER_RUN, "bytes", "99th percentile of the bottleneck queue after "
                                           "warm-up"),
     "queue_max": Field(_PER_RUN, "bytes", "largest bottleneck queue after warm-up"),
+    "latency_mean": Field(_PER_RUN, "s", "mean queueing delay at the bottleneck after warm-up "
+                                         "(queue / capacity)"),
+    "latency_p99": Field(_PER_RUN, "s", "99th percentile of the queueing delay at the bottleneck "
+                                        "after warm-up"),
+    "below_standing": Field(_PER_RUN, "s", "time from which the bottleneck queue stays at or "
+                                           "below attrs['standing_queue'] bytes (seed 001's "
+                                           "criterion; inf: above it after warm-up, not "
+                                           "converged)"),
     "convergence_time": Field(_PER_RUN, "s", "time the run settled (inf: not before its last "
                                              "quarter; nan: not judged)"),
     "settled": Field(_PER_RUN, "1", "1 if the run settled, 0 if not (nan: not judged)"),
@@ -201,13 +210,16 @@ _SWEEP_SUMMARIES = {
 
 SWEEP = Schema(
     {**{name: _DIMENSIONS[name] for name in ("time", "link")},
+     "cc": "scenarios swept side by side, by congestion control (stacks runs)",
      "flows": "sweep points, by their number of flows (stacks runs)"},
-    {"flows": Field(("flows",), "1", "flows in the sweep point"),
+    {"cc": Field(("cc",), None, "congestion control of the sweep's points"),
+     "flows": Field(("flows",), "1", "flows in the sweep point"),
      **{name: spec for name, spec in _COORDINATES.items() if spec.dims in (("time",), _LINK)}},
     {**_SWEEP_SUMMARIES, **{name: _VARIABLES[name] for name in ("queue", "utilization")}},
-    stacking=("flows",),
+    stacking=("cc", "flows"),
 )
-"""A sweep (`pathflow.sweep`): per-point summaries and each point's per-link series."""
+"""A sweep (`pathflow.sweep`): per-point summaries and each point's per-link series; scenarios
+swept side by side stack by `cc` in front of `flows`."""
 
 
 def build_dataset(variables: Mapping[str, Any], coords: Mapping[str, Any],
@@ -276,8 +288,7 @@ def schema_problems(ds: xr.Dataset, schema: Schema = RESULT, *,
             problems.append(f"{kind} {name!r} is not declared")
             continue
         dims = tuple(map(str, ds[name].dims))
-        if dims != spec.dims and not (dims[:1] and dims[0] in schema.stacking
-                                      and dims[1:] == spec.dims):
+        if _unstacked(dims, schema.stacking, spec.dims) != spec.dims:
             problems.append(f"{kind} {name!r} has dimensions {dims}, declared {spec.dims}")
         units = ds[name].attrs.get("units")
         if units != spec.units:
@@ -289,6 +300,14 @@ def schema_problems(ds: xr.Dataset, schema: Schema = RESULT, *,
     problems += [f"required {name!r} is missing" for name in sorted(required)
                  if name not in ds.variables]
     return problems
+
+
+def _unstacked(dims: tuple[str, ...], stacking: tuple[str, ...], declared: tuple[str, ...]
+               ) -> tuple[str, ...]:
+    """`dims` without the stacking dimensions in front of the declared ones."""
+    while dims != declared and dims[:1] and dims[0] in stacking:
+        dims = dims[1:]
+    return dims
 
 
 def check_dataset(ds: xr.Dataset, schema: Schema = RESULT, *, required: Iterable[str] = (),

@@ -1,27 +1,31 @@
-"""Sweeps: one scenario, many flow counts, run together.
+"""Sweeps: one scenario, many flow counts, run together; or several scenarios side by side.
 
-Points are grouped into buckets of equal padded shape (flow counts rounded up to a power of two),
-so a sweep compiles one program per bucket, not one per point (DESIGN §4). Each bucket runs in
+Points are grouped into buckets of one physics (model and queue discipline) and equal padded
+shape (flow counts rounded up to a power of two), so a sweep compiles one program per bucket,
+not one per point (DESIGN §4). Each bucket runs in
 equal chunks sized to keep memory near 1 GB, the points of a chunk merged into one problem
 (`solvers.problem.merge_problems`: on a CPU this beats `jax.vmap`); after every chunk the caller
 gets the points finished so far, so an interrupted or failing sweep keeps them.
 
-The result has a `flows` dimension: per-point summaries (throughput, fairness, queue statistics of
-the bottleneck, convergence time) and the queue and utilization time series of every link.
+The result has a `flows` dimension: per-point summaries (throughput, fairness, queue statistics and
+queueing latency of the bottleneck, convergence time, seed 001's standing-queue criterion) and
+the queue and utilization time series of every link. Scenarios swept side by side (congestion
+controls compared on one network, `Scenario.with_cc`) add a dimension in front, `cc` by default.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
+import tomli_w
 import xarray as xr
 
 from pathflow.compile import Compiled, compile_scenario
 from pathflow.metrics import (
+    below_since,
     convergence_time,
     default_warmup,
     jain_index,
@@ -32,7 +36,7 @@ from pathflow.scenario import Scenario, ScenarioError
 from pathflow.schema import SWEEP, build_dataset
 from pathflow.simulate import labelled_result
 from pathflow.solvers.dde import ring_bytes
-from pathflow.solvers.problem import Grid, pad_problem
+from pathflow.solvers.problem import Grid, Physics, pad_problem
 from pathflow.solvers.run import solve_together
 from pathflow.solvers.stepping import Stepping
 
@@ -41,6 +45,8 @@ __all__ = ["compile_together", "parse_flow_range", "run_together", "summarize_po
 
 Progress = Callable[[float, float], None]
 _CHUNK_BYTES = 1e9
+SUMMARIES = tuple(name for name, spec in SWEEP.variables.items() if not spec.dims)
+STANDING_QUEUE = 200e3  # bytes: seed 001's criterion, a queue that stays above it has not converged
 
 
 def parse_flow_range(text: str, default_points: int = 25) -> list[int]:
@@ -66,13 +72,19 @@ def _bucket(flows: int) -> int:
     return 1 << max(0, math.ceil(math.log2(flows)))
 
 
-def summarize_point(ds: xr.Dataset) -> dict[str, float]:
-    """Scalar summaries of one run: the numbers a sweep plots against flow count."""
+def summarize_point(ds: xr.Dataset, standing_queue: float = STANDING_QUEUE
+                    ) -> dict[str, float]:
+    """Scalar summaries of one run: the numbers a sweep plots against flow count. The
+    bottleneck is the link busiest after warm-up; its queueing latency is queue / capacity;
+    `below_standing` is the time from which its queue stays at or below `standing_queue` bytes
+    (`metrics.below_since`; inf: above it after warm-up, not converged by seed 001's criterion)."""
     rates = throughput(ds)
     stats = queue_stats(ds)
-    steady = ds.time > default_warmup(ds)
+    warmup = default_warmup(ds)
+    steady = ds.time > warmup
     utilization = ds.utilization.sel(time=steady).mean("time")
     link = int(np.argmax(utilization.values))
+    capacity = float(ds.capacity[link])
     convergence = convergence_time(ds)
     return {
         "aggregate_throughput": float(rates.sum()),
@@ -81,6 +93,9 @@ def summarize_point(ds: xr.Dataset) -> dict[str, float]:
         "queue_mean": float(stats["mean"][link]),
         "queue_p99": float(stats["p99"][link]),
         "queue_max": float(stats["max"][link]),
+        "latency_mean": float(stats["mean"][link]) / capacity,
+        "latency_p99": float(stats["p99"][link]) / capacity,
+        "below_standing": below_since(ds, link, standing_queue, warmup),
         "convergence_time": convergence.time,
         "settled": math.nan if convergence.reason else float(convergence.settled),
         "drops": float(ds.drops.isel(link=link).mean()),
@@ -111,9 +126,11 @@ def compile_together(scenarios: list[Scenario]) -> list[Compiled]:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Points run together: every chunk of a bucket has the same padded shapes, time grid and
-    batch size (the last one is filled up with copies), so a bucket compiles once."""
+    """Points run together: every chunk of a bucket has one physics, the same padded shapes,
+    time grid and batch size (the last one is filled up with copies), so a bucket compiles once.
+    `indices` are the members' places in the list given to `chunks`."""
 
+    indices: list[int]
     members: list[Compiled]
     shape: tuple[int, int, int, int]  # links, paths, hops, controllers
     grid: Grid
@@ -121,11 +138,15 @@ class Chunk:
 
 
 def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
-    """How `run_together` runs points: size buckets, each in equal chunks of about 1 GB."""
-    buckets: dict[int, list[Compiled]] = {}
-    for c in compiled:
-        buckets.setdefault(_bucket(c.problem.n_subflows), []).append(c)
-    for size, members in sorted(buckets.items()):
+    """How `run_together` runs points: buckets of one physics and size, each in equal chunks of
+    about 1 GB."""
+    buckets: dict[tuple[Physics, int], list[int]] = {}
+    for i, c in enumerate(compiled):
+        buckets.setdefault((c.physics, _bucket(c.problem.n_subflows)), []).append(i)
+    order = {physics: rank for rank, (physics, _) in enumerate(reversed(buckets))}
+    for physics, size in sorted(buckets, key=lambda key: (-order[key[0]], key[1])):
+        indices = buckets[physics, size]
+        members = [compiled[i] for i in indices]
         first = members[0]
         grid = first.grid  # compile_together gave every point one grid
         shape = (first.problem.n_links,
@@ -136,21 +157,22 @@ def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
         most = max(1, int(_CHUNK_BYTES // per_point))
         batch = -(-len(members) // -(-len(members) // most))  # equal chunks: least padding
         for i in range(0, len(members), batch):
-            yield Chunk(members[i : i + batch], shape, grid, batch)
+            yield Chunk(indices[i : i + batch], members[i : i + batch], shape, grid, batch)
 
 
 def run_together(compiled: list[Compiled], progress: Progress | None = None,
-                 skip: AbstractSet[int] = frozenset()
+                 skip: Collection[int] = ()
                  ) -> Iterator[list[tuple[Compiled, xr.Dataset]]]:
-    """Run points from `compile_together` together: points of one size bucket share a compiled
-    program and run in chunks of about 1 GB, merged into one problem; each chunk's results are
-    yielded as soon as it ends. `progress(done, total)` counts points. Chunks whose every point
-    has a flow count in `skip` are not run (a resumed sweep: its points ran in whole chunks,
-    and a point's result depends on the chunk it ran in, whose step the finest member sets)."""
+    """Run points from `compile_together` together: points of one physics and size bucket
+    share a compiled program and run in chunks of about 1 GB, merged into one problem; each
+    chunk's results are yielded as soon as it ends. `progress(done, total)` counts points.
+    Chunks whose every point has its index in `skip` are not run (a resumed sweep: its points
+    ran in whole chunks, and a point's result depends on the chunk it ran in, whose step the
+    finest member sets)."""
     done = 0.0
     for chunk in chunks(compiled):
         n = len(chunk.members)
-        if all(len(c.routes.flows) in skip for c in chunk.members):
+        if all(i in skip for i in chunk.indices):
             done += n
             continue
 
@@ -167,38 +189,81 @@ def run_together(compiled: list[Compiled], progress: Progress | None = None,
         done += n
 
 
-def sweep_flows(scenario: Scenario, counts: list[int], progress: Progress | None = None,
+Point = tuple[str, int]  # (cc label, flows); the label is "" in a sweep of one scenario
+_Finished = dict[Point, tuple[dict[str, float], xr.Dataset]]  # summaries and series
+
+
+def sweep_flows(scenario: Scenario | Mapping[str, Scenario], counts: list[int],
+                progress: Progress | None = None,
                 on_chunk: Callable[[xr.Dataset], None] | None = None,
                 before_run: Callable[[list[Compiled]], None] | None = None,
-                resume: xr.Dataset | None = None) -> xr.Dataset:
+                resume: xr.Dataset | None = None,
+                standing_queue: float = STANDING_QUEUE) -> xr.Dataset:
     """Run `scenario` for every flow count; `on_chunk` receives the partial result after each
     chunk (to save it), `progress(done, total)` counts points (fractions within a chunk).
     `before_run` sees the compiled points before any runs (to state the cost, or refuse by
     raising). `resume` is a partial result of the same sweep (as `on_chunk` saw it): its chunks
-    are not run again, and the result is the one an uninterrupted sweep gives."""
-    compiled = compile_together([scenario.with_updates({"traffic.flows": n}) for n in counts])
-    kept = _resumable(resume, scenario, counts)
-    todo = [c for c in compiled if len(c.routes.flows) not in kept]
+    are not run again, and the result is the one an uninterrupted sweep gives.
+
+    Several scenarios by label (`{"dcqcn": a, "dcqcn+": a.with_cc("dcqcn+")}`) run side by
+    side on one time axis: the result has a `cc` dimension of the labels before `flows`, and a
+    partial result holds NaN where a point has not run yet. `standing_queue` (bytes) is the
+    threshold of `summarize_point`'s seed 001 criterion."""
+    variants = dict(scenario) if isinstance(scenario, Mapping) else {"": scenario}
+    points = [(label, n) for label in variants for n in counts]
+    compiled = compile_together([variants[label].with_updates({"traffic.flows": n})
+                                 for label, n in points])
+    attrs = {"scenario": _provenance(variants), "scenario_name": _names(variants),
+             "standing_queue": standing_queue}
+    finished = _resumable(resume, attrs, points)
+    skip = {i for i, point in enumerate(points) if point in finished}
+    todo = [c for i, c in enumerate(compiled) if i not in skip]
     if before_run is not None and todo:
         before_run(todo)
-    finished: list[tuple[int, dict[str, float], xr.Dataset]] = []
+    place = {id(c): point for c, point in zip(compiled, points, strict=True)}
     first: xr.Dataset | None = None
-    for chunk in run_together(compiled, progress, skip=kept):
+    for chunk in run_together(compiled, progress, skip=skip):
         for c, ds in chunk:
-            finished.append((len(c.routes.flows), summarize_point(ds), _series(ds)))
+            finished[place[id(c)]] = (summarize_point(ds, standing_queue), _series(ds))
             first = ds if first is None else first
         if on_chunk is not None:
-            on_chunk(_combine(finished, scenario, first, resume))
-    return _combine(finished, scenario, first, resume)
+            on_chunk(_combine(finished, list(variants), first, attrs))
+    if first is None:  # every point was in `resume`
+        assert resume is not None
+        return resume
+    return _combine(finished, list(variants), first, attrs)
 
 
-def _resumable(resume: xr.Dataset | None, scenario: Scenario, counts: list[int]) -> set[int]:
-    """The flow counts of `resume` to keep; it must be a sweep of this scenario over some of
-    these counts."""
+def _provenance(variants: Mapping[str, Scenario]) -> str:
+    """The scenario TOML a sweep keeps: the scenario's own, or one table per label."""
+    if list(variants) == [""]:
+        return variants[""].to_toml()
+    return tomli_w.dumps({label: s.spec.model_dump(exclude_none=True)
+                          for label, s in variants.items()})
+
+
+def _names(variants: Mapping[str, Scenario]) -> str:
+    return " / ".join(dict.fromkeys(s.name for s in variants.values()))
+
+
+def _resumable(resume: xr.Dataset | None, attrs: Mapping[str, object], points: list[Point]
+               ) -> _Finished:
+    """The points of `resume` to keep, with their summaries and series; it must be a sweep of
+    these scenarios over some of these points."""
     if resume is None:
-        return set()
-    kept = {int(n) for n in resume.flows.values} if "flows" in resume.dims else set()
-    if resume.attrs.get("scenario") != scenario.to_toml() or not kept <= set(counts):
+        return {}
+    labels = [str(label) for label in resume.cc.values] if "cc" in resume.dims else [""]
+    kept: _Finished = {}
+    for label in labels:
+        one = resume.sel(cc=label) if label else resume
+        for n in one.flows.values:
+            point = one.sel(flows=n)
+            if np.isfinite(float(point.aggregate_throughput)):  # NaN: not run yet
+                kept[label, int(n)] = ({name: float(point[name]) for name in SUMMARIES},
+                                       _series(point))
+    same = all(resume.attrs.get(key) == value for key, value in attrs.items()
+               if key != "scenario_name")
+    if not same or not set(kept) <= set(points):
         raise ScenarioError("--resume: the saved result is a sweep of another scenario or other "
                             "flow counts; remove it or run without --resume")
     return kept
@@ -210,25 +275,28 @@ def _series(ds: xr.Dataset) -> xr.Dataset:
     return kept.drop_vars([name for name in kept.coords if name not in ("time", "link")])
 
 
-def _combine(finished: list[tuple[int, dict[str, float], xr.Dataset]], scenario: Scenario,
-             first: xr.Dataset | None, resume: xr.Dataset | None = None) -> xr.Dataset:
-    """The sweep's Dataset of the points run now and those of a resumed result."""
-    if resume is not None and resume.sizes.get("flows", 0):
-        if first is None:
-            return resume
-        ran = _combine(finished, scenario, first)
-        fresh = ran.drop_sel(flows=[n for n in ran.flows.values if n in resume.flows.values])
-        return xr.concat([resume, fresh], "flows", join="override",
-                         combine_attrs="override").sortby("flows")
-    finished = sorted(finished, key=lambda item: item[0])
-    counts = [n for n, _, _ in finished]
-    data = {key: np.array([summary[key] for _, summary, _ in finished]) for key in finished[0][1]}
-    stacked = xr.concat([series for _, _, series in finished], dim="flows", join="override")
-    out = build_dataset(data, {"flows": counts}, schema=SWEEP, stacked_by="flows")
-    out = out.merge(stacked.assign_coords(flows=counts))
+def _combine(finished: _Finished, labels: list[str], first: xr.Dataset,
+             attrs: Mapping[str, object]) -> xr.Dataset:
+    """The sweep's Dataset of the finished points."""
+
+    def one(label: str) -> xr.Dataset:
+        counts = sorted(n for own, n in finished if own == label)
+        summaries = [finished[label, n][0] for n in counts]
+        data = {key: np.array([summary[key] for summary in summaries]) for key in SUMMARIES}
+        series = xr.concat([finished[label, n][1] for n in counts], dim="flows", join="override")
+        out = build_dataset(data, {"flows": counts}, schema=SWEEP, stacked_by="flows")
+        return out.merge(series.assign_coords(flows=counts))
+
+    present = [label for label in labels if any(own == label for own, _ in finished)]
+    if present == [""]:
+        out = one("")
+    else:
+        out = xr.concat([one(label) for label in present], dim="cc", join="outer",
+                        combine_attrs="override")
+        out = out.assign_coords(cc=("cc", present,
+                                    {"long_name": SWEEP.coordinates["cc"].long_name}))
     out = out.assign_coords({name: first[name] for name in ("capacity", "buffer", "link_tier")})
     out.attrs = {key: first.attrs[key] for key in ("engine", "pathflow_version", "dt",
                                                    "sample_interval", "packet_bytes")}
-    out.attrs["scenario"] = scenario.to_toml()
-    out.attrs["scenario_name"] = scenario.name
+    out.attrs.update(attrs)
     return out

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import xarray as xr
 from typer.testing import CliRunner
@@ -15,8 +17,9 @@ import pathflow
 from helpers import PACKET, star
 from pathflow import sweep as sweep_module
 from pathflow.cli import app
-from pathflow.metrics import default_warmup, queue_stats
+from pathflow.metrics import below_since, default_warmup, queue_stats
 from pathflow.scenario import ScenarioError
+from pathflow.schema import SWEEP, check_dataset
 from pathflow.sweep import parse_flow_range, sweep_flows
 
 
@@ -143,3 +146,112 @@ def test_resume_refuses_a_result_of_another_sweep(tmp_path: Path) -> None:
 def test_bad_flow_range_on_the_command_line() -> None:
     result = CliRunner().invoke(app, ["sweep", "--flows", "100:10"])
     assert result.exit_code == 2 and "--flows" in result.output
+
+
+def test_below_since_reads_seed_001s_criterion() -> None:
+    """The time from which the queue stays at or below the standing-queue size: the end of the
+    sample of the last excursion above it, 0 when never above, inf when above after warm-up."""
+    time_ = np.arange(1, 11) * 1e-3  # each sample ends at its time
+    queue = np.array([5e5, 4e5, 1e5, 3e5, 1e5, 0, 0, 0, 0, 0])[:, None]
+    ds = xr.Dataset({"queue": (("time", "link"), queue)}, coords={"time": time_})
+    assert below_since(ds, 0, 2e5, warmup=5e-3) == pytest.approx(4e-3)
+    assert below_since(ds, 0, 6e5, warmup=5e-3) == 0.0
+    assert below_since(ds, 0, 2e5, warmup=3e-3) == math.inf
+    peaks = ds.assign(queue_max=ds.queue.where(ds.time != 8e-3, 2.5e5))  # a peak between samples
+    assert below_since(peaks, 0, 2e5, warmup=9e-3) == pytest.approx(8e-3)
+
+
+def test_controls_side_by_side() -> None:
+    """Two congestion controls on one network: a `cc` dimension whose slices are the sweeps of
+    each control alone, and the physics of each: both keep the 1 Gb/s link full with a queue
+    peaking near K + N packets; Reno (with ECN) halves its window on a mark where DCTCP cuts by
+    the marked fraction, so its queue drains further below K and its mean is lower."""
+    counts = [3, 5]
+    dctcp = small()
+    reno = dctcp.with_cc("reno")
+    both = sweep_flows({"dctcp": dctcp, "reno": reno}, counts)
+    assert list(both.cc.values) == ["dctcp", "reno"] and both.queue.dims[:2] == ("cc", "flows")
+    check_dataset(both, SWEEP)
+    for cc, alone in (("dctcp", dctcp), ("reno", reno)):
+        single = sweep_flows(alone, counts)
+        for name in ("queue_mean", "queue_max", "aggregate_throughput", "latency_p99"):
+            np.testing.assert_allclose(both[name].sel(cc=cc), single[name], rtol=1e-6)
+    np.testing.assert_allclose(both.aggregate_throughput, 1e9 / 8, rtol=1e-3)
+    np.testing.assert_allclose(both.queue_max / PACKET, [[33, 35]] * 2, rtol=0.1)
+    assert (both.queue_mean.sel(cc="reno") < both.queue_mean.sel(cc="dctcp")).all()
+    capacity = float(both.capacity.sel(link="s0->r0"))
+    assert float(both.latency_mean.sel(cc="reno", flows=5)) == pytest.approx(
+        float(both.queue_mean.sel(cc="reno", flows=5)) / capacity)
+
+
+def test_with_cc_keeps_what_both_controls_declare() -> None:
+    dctcp = small().with_updates({"transport.g": 0.125, "transport.init_cwnd": "4pkt"})
+    reno = dctcp.with_cc("reno")
+    assert reno.si.transport.cc == "reno" and "g" not in reno.si.transport.parameters
+    assert reno.si.transport.parameters["init_cwnd"] == 4
+    dcqcn = star(4, cc="dcqcn", aqm={"kind": "dcqcn", "pfc": True}).with_updates(
+        {"transport.preset": "cx4", "transport.mss": "1000B"})
+    assert "preset" not in dcqcn.with_cc("dcqcn+").spec.transport.declared()
+    assert dcqcn.with_cc("dcqcn").spec.transport.declared()["preset"] == "cx4"
+    with pytest.raises(ScenarioError, match=r"transport\.cc: 'vegas' is not"):
+        dctcp.with_cc("vegas")
+
+
+def test_a_side_by_side_sweep_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Interrupted after its first chunk, a two-control sweep keeps that chunk's points (the
+    others NaN) and, resumed, gives the uninterrupted result."""
+    variants = {"dctcp": small(), "reno": small().with_cc("reno")}
+    whole = sweep_flows(variants, [3, 4])  # one size bucket: one chunk per control
+    real, calls, saved = sweep_module.solve_together, [], []
+
+    def interrupt_second(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "solve_together", interrupt_second)
+    with pytest.raises(KeyboardInterrupt):
+        sweep_flows(variants, [3, 4], on_chunk=saved.append)
+    partial = saved[-1]
+    assert list(partial.cc.values) == ["dctcp"] and int(partial.jain.notnull().sum()) == 2
+    monkeypatch.setattr(sweep_module, "solve_together", real)
+    resumed = sweep_flows(variants, [3, 4], resume=partial)
+    xr.testing.assert_allclose(resumed, whole)
+
+
+def test_cli_compares_controls(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(small().to_toml())
+    out = tmp_path / "sweep.nc"
+    runner = CliRunner()
+    result = runner.invoke(app, ["sweep", str(scenario), "--flows", "3", "--cc", "dctcp,reno",
+                                 "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "test-star with reno: sweep over flows" in result.output
+    with xr.open_dataset(out) as ds:
+        assert list(ds.cc.values) == ["dctcp", "reno"]
+        assert ds.attrs["standing_queue"] == 200e3
+    for arguments, expected in ((["--cc", "dctcp,dctcp"], "--cc: 'dctcp,dctcp' must name"),
+                                (["--cc", "vegas"], "transport.cc: 'vegas' is not allowed"),
+                                (["--standing-queue", "lots"], "--standing-queue")):
+        bad = runner.invoke(app, ["sweep", str(scenario), "--flows", "3", "-q", "-o", str(out),
+                                  *arguments])
+        assert bad.exit_code == 2 and expected in bad.output, bad.output
+        assert len(bad.output.strip().splitlines()) == 1, bad.output
+
+
+def test_the_default_sweep_is_seed_001s_rdma_incast(tmp_path: Path) -> None:
+    """No scenario: seed 001's incast (10 Gb/s, 1 KB packets, PFC) with DCQCN and DCQCN+ side
+    by side. Lossless: nothing is dropped. DCQCN+ flows started at line rate are cut to its
+    1 Mb/s floor, where its timer is 25 ms (the trap of docs/dcqcn_plus.md): 80 flows carry
+    less than twice 80 Mb/s; DCQCN's mean-field flows keep most of the link."""
+    out = tmp_path / "sweep.nc"
+    result = CliRunner().invoke(app, ["sweep", "--flows", "80", "-q", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    with xr.open_dataset(out) as ds:
+        assert list(ds.cc.values) == ["dcqcn", "dcqcn+"]
+        assert float(ds.capacity.max()) == 10e9 / 8 and ds.attrs["packet_bytes"] == 1000
+        assert float(ds.drops.max()) == 0
+        assert float(ds.aggregate_throughput.sel(cc="dcqcn+", flows=80)) < 2 * 80 * 1e6 / 8
+        assert float(ds.aggregate_throughput.sel(cc="dcqcn", flows=80)) > 0.5 * 10e9 / 8

@@ -1,5 +1,6 @@
 """`pathflow sweep`: one scenario over many flow counts, batched, its result saved after every
-chunk so that an interruption keeps the finished points."""
+chunk so that an interruption keeps the finished points; with `--cc`, several congestion
+controls side by side. With no scenario it sweeps seed 001's RDMA incast with DCQCN and DCQCN+."""
 
 from __future__ import annotations
 
@@ -23,18 +24,31 @@ from pathflow.cli.console import (
 )
 from pathflow.cli.progress import MaxMemory, Yes, before_running, preparing, progress
 from pathflow.scenario import Scenario, load_scenario
-from pathflow.units import format_bytes, format_rate, format_time
+from pathflow.units import format_bytes, format_rate, format_time, parse_size
 
 if TYPE_CHECKING:
     import xarray as xr
 
     from pathflow.compile import Compiled
 
+DEFAULT_CONTROLS = "dcqcn,dcqcn+"  # compared by the built-in sweep
+
 
 def _default_sweep_scenario() -> Scenario:
-    """The built-in N:1 DCTCP incast, read from the installed package (no checkout needed)."""
-    text = resources.files("pathflow").joinpath("scenarios/incast_10g.toml").read_text()
+    """Seed 001's RDMA incast (8 senders, 10 Gb/s, 1 KB packets, 5.1 MB buffer, PFC, DCQCN's
+    marking), read from the installed package (no checkout needed)."""
+    text = resources.files("pathflow").joinpath("scenarios/dcqcn_incast.toml").read_text()
     return Scenario.from_toml(text)
+
+
+def _variants(scenario: Scenario, controls: str | None) -> Scenario | dict[str, Scenario]:
+    """The scenario, or one copy per congestion control of `--cc` (a `cc` dimension)."""
+    if controls is None:
+        return scenario
+    names = [name.strip() for name in controls.split(",") if name.strip()]
+    if not names or len(set(names)) < len(names):
+        fail(f"--cc: {controls!r} must name congestion controls once each, comma separated")
+    return {name: scenario.with_cc(name) for name in names}
 
 
 def _earlier_points(output: Path) -> xr.Dataset | None:
@@ -54,13 +68,23 @@ def _earlier_points(output: Path) -> xr.Dataset | None:
 def sweep(
     scenario_file: Annotated[Path | None, typer.Argument(
         metavar="[SCENARIO.toml]",
-        help="Scenario to sweep (default: a built-in N:1 DCTCP incast at 10 Gb/s).")] = None,
+        help="Scenario to sweep (default: seed 001's RDMA incast at 10 Gb/s, DCQCN and DCQCN+; "
+             "the DCTCP incast is examples/incast_10g.toml).")] = None,
     flows: Annotated[str, typer.Option("--flows", help="START:STOP[:STEP] flow counts "
                                        "(default 25 points between START and STOP).")] = "80:2000",
     output: Annotated[Path, typer.Option("-o", "--output", help="Result Dataset (netCDF), "
                                          "written after every batch.")] = Path("sweep.nc"),
     plot: Annotated[Path | None, typer.Option("--plot", help="PNG of queue and convergence time "
                                               "versus flows (default: OUTPUT with .png).")] = None,
+    controls: Annotated[str | None, typer.Option(
+        "--cc", help="Congestion controls to compare side by side, comma separated (a cc "
+                     "dimension), e.g. dcqcn,dcqcn+,dcqcn+static; parameters a control does not "
+                     f"declare are left out. Default: {DEFAULT_CONTROLS} for the built-in sweep, "
+                     "the scenario's own cc otherwise.")] = None,
+    standing_queue: Annotated[str, typer.Option(
+        "--standing-queue", help="Convergence criterion of seed 001: a bottleneck queue that "
+                                 "stays above this size after warm-up has not converged.")
+                              ] = "200KB",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No cost line and no progress.")
                      ] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Keep the finished points of an "
@@ -78,6 +102,10 @@ def sweep(
 
         counts = parse_flow_range(flows)
         scenario = load_scenario(scenario_file) if scenario_file else _default_sweep_scenario()
+        if scenario_file is None and controls is None:
+            controls = DEFAULT_CONTROLS
+        variants = _variants(scenario, controls)
+        standing = parse_size(standing_queue, scenario.packet_bytes, "--standing-queue")
         plot = plot or output.with_suffix(".png")
         check_writable(output, "--output")
         check_figure(plot, "--plot")
@@ -89,9 +117,11 @@ def sweep(
             write_dataset(partial, str(output))
             saved.append(partial)
 
-        what = f"sweeping {scenario.name} over {len(counts)} flow counts"
+        compared = f" x {len(variants)} controls" if isinstance(variants, dict) else ""
+        what = f"sweeping {scenario.name} over {len(counts)} flow counts{compared}"
         try:
-            with preparing(f"preparing {len(counts)} points of {scenario.name}", quiet) as done, \
+            with preparing(f"preparing {len(counts)}{compared} points of {scenario.name}",
+                           quiet) as done, \
                     progress(what, quiet) as update:
                 def before_run(points: list[Compiled]) -> None:
                     from pathflow.cost import estimate_sweep
@@ -100,29 +130,48 @@ def sweep(
                     before_running(estimate_sweep(points), scenario.name, quiet, yes,
                                    max_memory)
 
-                result = sweep_flows(scenario, counts, progress=update, on_chunk=save,
-                                     before_run=before_run, resume=earlier)
+                result = sweep_flows(variants, counts, progress=update, on_chunk=save,
+                                     before_run=before_run, resume=earlier,
+                                     standing_queue=standing)
         except KeyboardInterrupt:
             if saved:
-                errors.print(f"interrupted: {len(saved[-1].flows)} finished points kept in "
+                finished = int(saved[-1].aggregate_throughput.notnull().sum())
+                errors.print(f"interrupted: {finished} finished points kept in "
                              f"{output}")
             raise typer.Exit(130) from None
         from pathflow.plots import plot_sweep
 
-        table = Table(title=f"{scenario.name}: sweep over flows", title_justify="left")
-        paused = bool((result.paused > 0).any())  # a lossless network: how long PFC held links
-        for column in ("flows", "throughput", "Jain", "queue mean", "p99", "max", "converged",
-                       *(["paused (most)"] if paused else [])):
-            table.add_column(column, justify="right")
-        for i, n in enumerate(result.flows.values):
-            conv = float(result.convergence_time[i])
-            table.add_row(str(n), format_rate(float(result.aggregate_throughput[i])),
-                          f"{float(result.jain[i]):.3f}",
-                          format_bytes(float(result.queue_mean[i])),
-                          format_bytes(float(result.queue_p99[i])),
-                          format_bytes(float(result.queue_max[i])),
-                          format_time(conv) if math.isfinite(conv) else "no",
-                          *([f"{float(result.paused[i]):.1%}"] if paused else []))
-        console.print(table)
+        for cc in result.cc.values if "cc" in result.dims else [None]:
+            console.print(_table(result if cc is None else result.sel(cc=cc), scenario.name, cc))
         plot_sweep(result, plot)
         console.print(f"wrote {output} and {plot}")
+
+
+def _table(result: xr.Dataset, name: str, cc: str | None) -> Table:
+    """Per flow count: throughput, fairness, queueing latency, the largest queue, seed 001's
+    convergence (time from which the queue stays below the standing-queue size), settling."""
+    title = f"{name}{f' with {cc}' if cc else ''}: sweep over flows"
+    standing = format_bytes(float(result.attrs["standing_queue"]))
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False,
+                  collapse_padding=True, header_style="bold underline",
+                  caption=f"latency: queueing delay at the bottleneck (mean, p99); converged: "
+                          f"the queue stays below {standing} from then on (seed 001); settled: "
+                          "rates and queues within 10 % of their final values",
+                  caption_justify="left")
+    paused = bool((result.paused > 0).any())  # a lossless network: how long PFC held links
+    for column in ("flows", "throughput", "Jain", "latency", "p99", "queue max", "converged",
+                   "settled", *(["paused"] if paused else [])):
+        table.add_column(column, justify="right", no_wrap=True)
+
+    def time(value: float) -> str:
+        return format_time(value) if math.isfinite(value) else "no"
+
+    for i, n in enumerate(result.flows.values):
+        point = result.isel(flows=i)
+        table.add_row(str(n), format_rate(float(point.aggregate_throughput)),
+                      f"{float(point.jain):.2f}", format_time(float(point.latency_mean)),
+                      format_time(float(point.latency_p99)),
+                      format_bytes(float(point.queue_max)),
+                      time(float(point.below_standing)), time(float(point.convergence_time)),
+                      *([f"{float(point.paused):.1%}"] if paused else []))
+    return table
