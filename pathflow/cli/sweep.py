@@ -156,7 +156,8 @@ def _table(result: xr.Dataset, name: str, cc: str | None) -> Table:
                   collapse_padding=True, header_style="bold underline",
                   caption=f"latency: queueing delay at the bottleneck (mean, p99); converged: "
                           f"the queue stays below {standing} from then on (seed 001); settled: "
-                          "rates and queues within 10 % of their final values",
+                          "rates and queue stay in the range they end in (a steady limit cycle "
+                          "counts as settled; metrics.convergence_time)",
                   caption_justify="left")
     paused = bool((result.paused > 0).any())  # a lossless network: how long PFC held links
     for column in ("flows", "throughput", "Jain", "latency", "p99", "queue max", "converged",
