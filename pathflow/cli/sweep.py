@@ -152,12 +152,15 @@ def _table(result: xr.Dataset, name: str, cc: str | None) -> Table:
     convergence (time from which the queue stays below the standing-queue size), settling."""
     title = f"{name}{f' with {cc}' if cc else ''}: sweep over flows"
     standing = format_bytes(float(result.attrs["standing_queue"]))
+    idle = (result.bottleneck_utilization < 0.5).values  # a short queue there says little
     table = Table(title=title, title_justify="left", box=None, pad_edge=False,
                   collapse_padding=True, header_style="bold underline",
                   caption=f"latency: queueing delay at the bottleneck (mean, p99); converged: "
-                          f"the queue stays below {standing} from then on (seed 001); settled: "
-                          "rates and queue stay in the range they end in (a steady limit cycle "
-                          "counts as settled; metrics.convergence_time)",
+                          f"the queue stays below {standing} from then on (seed 001)"
+                          + ("; *: the bottleneck is less than half used, an idle link rather "
+                             "than a converged one" if idle.any() else "")
+                          + "; settled: rates and queue stay in the range they end in (a steady "
+                          "limit cycle counts as settled; metrics.convergence_time)",
                   caption_justify="left")
     paused = bool((result.paused > 0).any())  # a lossless network: how long PFC held links
     for column in ("flows", "throughput", "Jain", "latency", "p99", "queue max", "converged",
@@ -173,6 +176,7 @@ def _table(result: xr.Dataset, name: str, cc: str | None) -> Table:
                       f"{float(point.jain):.2f}", format_time(float(point.latency_mean)),
                       format_time(float(point.latency_p99)),
                       format_bytes(float(point.queue_max)),
-                      time(float(point.below_standing)), time(float(point.convergence_time)),
+                      time(float(point.below_standing)) + ("*" if idle[i] else ""),
+                      time(float(point.convergence_time)),
                       *([f"{float(point.paused):.1%}"] if paused else []))
     return table
