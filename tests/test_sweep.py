@@ -80,8 +80,8 @@ def test_cli_sweep_writes_dataset_and_plot(tmp_path: Path) -> None:
     assert out.with_suffix(".png").stat().st_size > 10_000
 
 
-def test_interrupted_sweep_keeps_finished_points(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def interrupt_second_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's second chunk raises KeyboardInterrupt (Ctrl-C) instead of running."""
     real = sweep_module.solve_together
     calls = []
 
@@ -92,6 +92,11 @@ def test_interrupted_sweep_keeps_finished_points(tmp_path: Path,
         return real(*args, **kwargs)
 
     monkeypatch.setattr(sweep_module, "solve_together", interrupt_second)
+
+
+def test_interrupted_sweep_keeps_finished_points(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    interrupt_second_chunk(monkeypatch)
     scenario = tmp_path / "s.toml"
     scenario.write_text(small().to_toml())
     out = tmp_path / "sweep.nc"
@@ -202,20 +207,13 @@ def test_a_side_by_side_sweep_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
     others NaN) and, resumed, gives the uninterrupted result."""
     variants = {"dctcp": small(), "reno": small().with_cc("reno")}
     whole = sweep_flows(variants, [3, 4])  # one size bucket: one chunk per control
-    real, calls, saved = sweep_module.solve_together, [], []
-
-    def interrupt_second(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(sweep_module, "solve_together", interrupt_second)
-    with pytest.raises(KeyboardInterrupt):
-        sweep_flows(variants, [3, 4], on_chunk=saved.append)
+    saved: list[xr.Dataset] = []
+    with monkeypatch.context() as patch:
+        interrupt_second_chunk(patch)
+        with pytest.raises(KeyboardInterrupt):
+            sweep_flows(variants, [3, 4], on_chunk=saved.append)
     partial = saved[-1]
     assert list(partial.cc.values) == ["dctcp"] and int(partial.jain.notnull().sum()) == 2
-    monkeypatch.setattr(sweep_module, "solve_together", real)
     resumed = sweep_flows(variants, [3, 4], resume=partial)
     xr.testing.assert_allclose(resumed, whole)
 
