@@ -173,3 +173,10 @@ def test_command_fits_a_table_and_predicts(tmp_path: Path) -> None:
     assert math.isfinite(fitted.si.transport.parameters["cnp_capacity"])
     assert out.with_suffix(".png").stat().st_size > 0
     assert "latency =" in (tmp_path / "fit.md").read_text()
+
+
+def test_kmin_above_kmax_refused_before_any_sweep(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["calibrate", str(INCAST), str(TESTBED), "--fit", "kmin,kmax",
+                                 "--initial", "kmin=150KB", "--initial", "kmax=100KB",
+                                 "-o", str(tmp_path / "out.toml"), "-q"])
+    one_line_error(result, r"aqm.kmin: must not exceed kmax")

@@ -367,6 +367,8 @@ def _calibrate_table(scenario_file: Path, trace: Path, fit: str | None, output: 
         fail(str(error))
     if predict_cc and not predict:
         fail("--predict-cc: name the table to predict with --predict")
+    seconds = parse_time(duration, "--duration", allow_zero=False) if duration else None
+    cut = parse_time(warmup, "--warmup") if warmup else None
     output = output or Path(f"{scenario_file.stem}_fitted.toml")
     plot = plot or output.with_suffix(".png")
     for path, option in ((output, "--output"), (report, "--report")):
@@ -385,7 +387,7 @@ def _calibrate_table(scenario_file: Path, trace: Path, fit: str | None, output: 
 
     try:
         result = calibrate_table(scenario, table, names, bounds=limits, initial=starting,
-                                 duration=duration, warmup=warmup,
+                                 duration=seconds, warmup=cut,
                                  max_evaluations=max_evaluations, progress=say)
     except ValueError as error:
         if started:  # checked input raises before the first sweep; later it is a fault
