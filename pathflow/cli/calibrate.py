@@ -226,7 +226,9 @@ def calibrate(
     """Fit fluid-model parameters of a scenario to a measured (or simulated) queue trace; print
     the fitted values with their uncertainty and the loss before and after; write the fitted
     scenario (TOML, to rerun with pathflow run), a plot and optionally a report. Takes tens of
-    seconds to minutes: each step simulates the scenario for --duration."""
+    seconds to minutes: each step simulates the scenario for --duration. Given a table of per-N
+    summaries (a CSV with a 'flows' column), each step sweeps traffic.flows over its rows
+    instead, and --predict runs another table with the fitted values."""
     with user_errors():
         from pathflow.validation.calibration.table import is_table
 

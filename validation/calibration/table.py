@@ -59,7 +59,7 @@ __all__ = ["TABLE_PARAMETERS", "TARGETS", "Table", "TableParameter", "apply_valu
            "parse_table_fit", "predict_table", "table_bounds"]
 
 _REFUSED = 1e3  # loss of a point the scenario refuses (kmin > kmax): far above any real misfit
-_FLOOR = 1.0  # bytes / seconds*1e-9: a model value of 0 stays finite on the log scale
+_FLOOR = 1.0  # bytes: an empty model queue stays finite on the log scale
 
 
 @dataclass(frozen=True)
