@@ -78,3 +78,16 @@ def test_mptcp_permutation_throughput_climbs_with_subflows(tmp_path: Path) -> No
             if line.split()[:1] == ["4"]}
     assert rows[1] < 0.8 and 0.9 < rows[4] <= 1.0
     assert out.stat().st_size > 10_000
+
+
+def test_dcqcn_incast_figure_at_the_starting_point(tmp_path: Path) -> None:
+    """paper_figs/dcqcn_incast.py with one sweep per table (the documented starting point, no
+    fit): the figure is written and both tables' errors are printed."""
+    out = tmp_path / "dcqcn_incast.png"
+    done = subprocess.run([sys.executable, str(ROOT / "paper_figs" / "dcqcn_incast.py"),
+                           "--out", str(out), "--max-evaluations", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("max_buffer_after_5s_bytes: rms log-error") == 2
+    assert "DCQCN+static predicted" in done.stdout
+    assert out.stat().st_size > 10_000

@@ -31,42 +31,54 @@ from pathflow.units import UnitError, format_time, parse_size, parse_time
 if TYPE_CHECKING:
     from pathflow.validation.calibration import CalibrationResult
 
+_TARGETS_HELP = "max_buffer_after_5s_bytes or queue_max_bytes, avg_latency_us or latency_us"
+_TABLE_FIT_HELP = ("kmin, kmax (B: DCQCN marking), pmax, cnp_capacity (CNPs per us at the "
+                   "receiving NIC), base_rtt (s)")
 _FIT_HELP = ("base_rtt (s: extra round trip on every path), g (DCTCP gain), threshold (pkt: ECN "
              "step K), ack_ratio, init_cwnd (pkt), capacity (factor on every link)")
 
 
-def _parameter_value(name: str, text: str, option: str, packet: float) -> float:
-    """A value of a calibration parameter: a plain number in its unit (see --fit), or a
-    quantity where the parameter has a dimension ('0.5ms' for base_rtt, '30KB' for threshold)."""
+def _parameters(table: bool) -> dict[str, str]:
+    """Name -> unit of the parameters --fit may name (a table calibration has its own)."""
+    if table:
+        from pathflow.validation.calibration.table import TABLE_PARAMETERS
+
+        return {name: p.unit for name, p in TABLE_PARAMETERS.items()}
     from pathflow.validation.calibration import PARAMETERS
 
+    return {name: p.unit for name, p in PARAMETERS.items()}
+
+
+def _parameter_value(name: str, text: str, option: str, packet: float, unit: str) -> float:
+    """A value of a calibration parameter: a plain number in its unit (see --fit), or a
+    quantity where the parameter has a dimension ('0.5ms' for base_rtt, '30KB' for threshold
+    or kmax)."""
     text = text.strip()
     try:
         return float(text)
     except ValueError:
         pass
-    unit = PARAMETERS[name].unit
     field = f"{option} {name}"
     if unit == "s":
         return parse_time(text, field)
     if unit == "pkt":
         return parse_size(text, packet, field) / packet
-    raise UnitError(f"{field}: {text!r} is not a number ({name} is dimensionless)")
+    if unit == "B":
+        return parse_size(text, packet, field)
+    raise UnitError(f"{field}: {text!r} is not a number ({name} is in {unit})")
 
 
-def _named_values(items: Sequence[str], option: str, syntax: str, fit: Sequence[str]
-                  ) -> Iterator[tuple[str, str, str]]:
+def _named_values(items: Sequence[str], option: str, syntax: str, fit: Sequence[str],
+                  units: dict[str, str]) -> Iterator[tuple[str, str, str]]:
     """NAME=REST items of a repeatable option -> (item, name, rest), checked against --fit."""
-    from pathflow.validation.calibration import PARAMETERS
-
     seen: set[str] = set()
     for item in items:
         name, equals, rest = (part.strip() for part in item.partition("="))
         if not equals or not name or not rest:
             raise UnitError(f"{option}: expected {syntax}, got {item!r}")
-        if name not in PARAMETERS:
+        if name not in units:
             raise UnitError(f"{option}: unknown calibration parameter {name!r}; allowed: "
-                            f"{', '.join(PARAMETERS)}")
+                            f"{', '.join(units)}")
         if name not in fit:
             raise UnitError(f"{option}: {name!r} is not fitted (--fit {','.join(fit)})")
         if name in seen:
@@ -75,23 +87,24 @@ def _named_values(items: Sequence[str], option: str, syntax: str, fit: Sequence[
         yield item, name, rest
 
 
-def _parse_bounds(items: Sequence[str], fit: Sequence[str], packet: float
-                  ) -> dict[str, tuple[float, float]]:
-    syntax = "NAME=LOW:HIGH (e.g. threshold=10:30, base_rtt=0:1ms)"
+def _parse_bounds(items: Sequence[str], fit: Sequence[str], packet: float,
+                  units: dict[str, str]) -> dict[str, tuple[float, float]]:
+    syntax = "NAME=LOW:HIGH (e.g. threshold=10:30, base_rtt=0:1ms, kmax=50KB:2MB)"
     out = {}
-    for item, name, rest in _named_values(items, "--bounds", syntax, fit):
+    for item, name, rest in _named_values(items, "--bounds", syntax, fit, units):
         low, colon, high = rest.partition(":")
         if not colon or not low.strip() or not high.strip():
             raise UnitError(f"--bounds: expected {syntax}, got {item!r}")
-        out[name] = (_parameter_value(name, low, "--bounds", packet),
-                     _parameter_value(name, high, "--bounds", packet))
+        out[name] = (_parameter_value(name, low, "--bounds", packet, units[name]),
+                     _parameter_value(name, high, "--bounds", packet, units[name]))
     return out
 
 
-def _parse_initial(items: Sequence[str], fit: Sequence[str], packet: float) -> dict[str, float]:
-    syntax = "NAME=VALUE (e.g. threshold=18, base_rtt=0.2ms)"
-    return {name: _parameter_value(name, rest, "--initial", packet)
-            for _, name, rest in _named_values(items, "--initial", syntax, fit)}
+def _parse_initial(items: Sequence[str], fit: Sequence[str], packet: float,
+                   units: dict[str, str]) -> dict[str, float]:
+    syntax = "NAME=VALUE (e.g. threshold=18, base_rtt=0.2ms, kmax=200KB)"
+    return {name: _parameter_value(name, rest, "--initial", packet, units[name])
+            for _, name, rest in _named_values(items, "--initial", syntax, fit, units)}
 
 
 def _quantity(value: float, unit: str, digits: int = 4) -> str:
@@ -151,9 +164,11 @@ def calibrate(
                                                   help="Starting scenario (see run --help).")],
     trace: Annotated[Path, typer.Argument(metavar="TRACE", help=(
         "Measured or simulated queue: a time,queue CSV (s, packets of 1514 B), or a netCDF "
-        "result with 'queue' (pathflow run -o, either engine; an ns-3 result)."))],
+        "result with 'queue' (pathflow run -o, either engine; an ns-3 result). Or a table of "
+        "per-N summaries: a CSV with a 'flows' column and target columns "
+        f"({_TARGETS_HELP}), fitted by sweeping traffic.flows over its rows."))],
     fit: Annotated[str | None, typer.Option("--fit", metavar="NAME[,NAME...]", help=(
-        f"Parameters to fit: {_FIT_HELP}."))] = None,
+        f"Parameters to fit: {_FIT_HELP}. Against a table: {_TABLE_FIT_HELP}."))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help=(
         "The scenario with the fitted values, as TOML (default: "
         "<SCENARIO stem>_fitted.toml here)."))] = None,
@@ -195,14 +210,46 @@ def calibrate(
         "Simulations per fallback start at most."))] = 60,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the perturbed starts and the "
                                       "bootstrap.")] = 0,
+    targets: Annotated[str | None, typer.Option("--targets", metavar="COLUMN[,COLUMN...]", help=(
+        "Table only: the target columns compared (default: every known one it has)."))] = None,
+    max_evaluations: Annotated[int, typer.Option("--max-evaluations", help=(
+        "Table only: sweeps at most (Nelder-Mead; each sweep runs every row)."))] = 60,
+    predict: Annotated[Path | None, typer.Option("--predict", metavar="TABLE", help=(
+        "Table only: after the fit, predict this table without refitting and print its "
+        "errors."))] = None,
+    predict_cc: Annotated[str | None, typer.Option("--predict-cc", metavar="CC", help=(
+        "Table only: the transport.cc of the prediction, e.g. dcqcn+static (default: the "
+        "scenario's)."))] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
     threads: Threads = 1,
 ) -> None:
     """Fit fluid-model parameters of a scenario to a measured (or simulated) queue trace; print
     the fitted values with their uncertainty and the loss before and after; write the fitted
     scenario (TOML, to rerun with pathflow run), a plot and optionally a report. Takes tens of
-    seconds to minutes: each step simulates the scenario for --duration."""
+    seconds to minutes: each step simulates the scenario for --duration. Given a table of per-N
+    summaries (a CSV with a 'flows' column), each step sweeps traffic.flows over its rows
+    instead, and --predict runs another table with the fitted values."""
     with user_errors():
+        from pathflow.validation.calibration.table import is_table
+
+        if is_table(trace):
+            given = {"--loss": loss != "auto", "--link": link is not None,
+                     "--trace-link": trace_link is not None,
+                     "--trace-warmup": trace_warmup is not None}
+            for option, used in given.items():
+                if used:
+                    fail(f"{option}: applies to a queue trace, not a table of per-N summaries "
+                         f"({trace})")
+            _calibrate_table(scenario_file, trace, fit, output, plot, report, bounds, initial,
+                             duration, warmup, targets, max_evaluations, predict, predict_cc,
+                             quiet, threads)
+            return
+        for option, used in (("--targets", targets is not None),
+                             ("--predict", predict is not None),
+                             ("--predict-cc", predict_cc is not None)):
+            if used:
+                fail(f"{option}: applies to a table of per-N summaries (a CSV with a 'flows' "
+                     f"column), not to the queue trace {trace}")
         # checked here, in seconds, so that bad input never waits for a calibration
         from pathflow.validation.calibration import PARAMETERS, parse_fit
         from pathflow.validation.calibration.loss import LOSSES
@@ -225,8 +272,9 @@ def calibrate(
                 fail(f"{option}: must be >= {least}, got {value}")
         scenario = load_scenario(scenario_file)
         packet = scenario.packet_bytes
-        limits = _parse_bounds(bounds or [], names, packet)
-        starting = _parse_initial(initial or [], names, packet)
+        units = _parameters(table=False)
+        limits = _parse_bounds(bounds or [], names, packet, units)
+        starting = _parse_initial(initial or [], names, packet, units)
         seconds = parse_time(duration, "--duration", allow_zero=False) if duration else None
         cut = parse_time(warmup, "--warmup") if warmup else None
         trace_cut = parse_time(trace_warmup, "--trace-warmup") if trace_warmup else None
@@ -275,3 +323,89 @@ def calibrate(
         write_output(plot, "--plot", result.plot)
         if report is not None:
             write_output(report, "--report", lambda path: path.write_text(result.report()))
+
+
+def _calibrate_table(scenario_file: Path, trace: Path, fit: str | None, output: Path | None,
+                     plot: Path | None, report: Path | None, bounds: list[str] | None,
+                     initial: list[str] | None, duration: str | None, warmup: str | None,
+                     targets: str | None, max_evaluations: int, predict: Path | None,
+                     predict_cc: str | None, quiet: bool, threads: int) -> None:
+    """`pathflow calibrate` against a table of per-N summaries (issue 10): the fit, its
+    per-row errors, optionally the prediction of another table; bad input exits with one
+    line before any sweep runs."""
+    from pathflow.validation.calibration.table import (
+        TABLE_PARAMETERS,
+        calibrate_table,
+        change_cc,
+        check_table_applicable,
+        load_table,
+        parse_table_fit,
+        predict_table,
+    )
+
+    if fit is None:
+        fail(f"--fit: name the parameters to fit, comma-separated; allowed: "
+             f"{', '.join(TABLE_PARAMETERS)}")
+    try:
+        names = parse_table_fit(fit)
+    except ValueError as error:
+        fail(f"--fit: {error}")
+    if max_evaluations < 1:
+        fail(f"--max-evaluations: must be >= 1, got {max_evaluations}")
+    columns = [c.strip() for c in targets.split(",") if c.strip()] if targets else None
+    try:
+        table = load_table(trace, columns)
+        other = load_table(predict, columns if columns else None) if predict else None
+    except ValueError as error:
+        fail(str(error))
+    scenario = load_scenario(scenario_file)
+    units = _parameters(table=True)
+    limits = _parse_bounds(bounds or [], names, scenario.packet_bytes, units)
+    starting = _parse_initial(initial or [], names, scenario.packet_bytes, units)
+    try:
+        check_table_applicable(scenario, names)
+        change = change_cc(scenario, predict_cc) if predict_cc else {}
+    except ValueError as error:
+        fail(str(error))
+    if predict_cc and not predict:
+        fail("--predict-cc: name the table to predict with --predict")
+    seconds = parse_time(duration, "--duration", allow_zero=False) if duration else None
+    cut = parse_time(warmup, "--warmup") if warmup else None
+    output = output or Path(f"{scenario_file.stem}_fitted.toml")
+    plot = plot or output.with_suffix(".png")
+    for path, option in ((output, "--output"), (report, "--report")):
+        check_writable(path, option)
+    check_figure(plot, "--plot")
+    setup_jax(threads)
+    started = False
+    clock = time.perf_counter()
+
+    def say(message: str) -> None:
+        nonlocal started
+        started = True
+        if not quiet:
+            errors.print(f"[{format_time(time.perf_counter() - clock)}] {message}",
+                         markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        result = calibrate_table(scenario, table, names, bounds=limits, initial=starting,
+                                 duration=seconds, warmup=cut,
+                                 max_evaluations=max_evaluations, progress=say)
+    except ValueError as error:
+        if started:  # checked input raises before the first sweep; later it is a fault
+            raise
+        fail(str(error))
+    lines = result.lines()
+    if other is not None:
+        say(f"predicting {other.name}" + (f" with transport.cc = {predict_cc}"
+                                          if predict_cc else "") + " (no refit)")
+        comparison = predict_table(result.fitted_scenario, other, result.offset, change)
+        lines += [f"Prediction of {other.name}" + (f" (transport.cc = {predict_cc})"
+                                                  if predict_cc else "") + ", nothing refitted:"]
+        lines += comparison.lines()
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    write_output(output, "--output", result.write_toml)
+    write_output(plot, "--plot", result.plot)
+    if report is not None:
+        write_output(report, "--report", lambda path: path.write_text("\n".join(lines) + "\n"))

@@ -18,6 +18,15 @@ Modules: `parameters` (names, units, bounds, values in a scenario and written ba
 (the phase-free loss, trace side and traced model side), `objective` (one calibration's
 compiled objective), `fit` (`calibrate`), `result` (`CalibrationResult`).
 
+Against a table of per-N summaries instead of a trace (issue 10: the seed 001 testbed's
+maximum buffer and latency per incast size), `table.calibrate_table` (the same command, given a
+CSV with a `flows` column) sweeps the scenario's traffic.flows over the table's rows and fits
+DCQCN's marking (kmin, kmax, pmax), the receiver's cnp_capacity and base_rtt by Nelder-Mead on
+squared log-errors; `table.predict_table` runs another table without refitting. Modules `table`
+(parameters, table files, objective, fit) and `table_result` (`TableFit`, `Comparison`, the
+figure); tests/test_calibration_table.py and the case `dcqcn_testbed`
+(validation/cases/testbed.py).
+
 Validation: tests/test_calibration.py (recovery of base RTT and g by the gradient phase and of K
 by the fallback from noisy fluid traces; bounds, the written scenario, the report, input
 errors), tests/test_cli_calibrate.py (the command, trace files), and the cases

@@ -7,6 +7,7 @@
 - `ns3`: the fluid model and the packet-level simulator against ns-3.
 - `packet`: the fluid model against the packet-level reference (the error table of issue 3).
 - `calibration`: calibration against the packet-level reference and the hardware trace.
+- `testbed`: seed 001's DCQCN testbed: a table calibration on DCQCN, DCQCN+static predicted.
 - `mptcp`: OLIA against LIA in scenario A of Khalili et al. 2012 (closed forms; fluid and
   packet level).
 - `mesh`: seed 004's Hamiltonian-path routing in a five-switch mesh (fluid against packet level;
@@ -17,7 +18,7 @@ from importlib import import_module
 
 # report order
 MODULES = ("closed_forms", "dcqcn", "dcqcn_plus", "lossless", "measured", "ns3", "packet",
-           "calibration", "mptcp", "mesh")
+           "calibration", "testbed", "mptcp", "mesh")
 
 for _module in MODULES:
     import_module(f"{__name__}.{_module}")
