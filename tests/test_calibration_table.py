@@ -20,7 +20,6 @@ from pathflow.scenario import ScenarioError
 from pathflow.validation.calibration.table import (
     apply_values,
     calibrate_table,
-    change_cc,
     is_table,
     load_table,
     model_summaries,
@@ -86,9 +85,9 @@ def test_scenario_keys_and_prediction_switch() -> None:
     assert (aqm["kmin"], aqm["kmax"], aqm["pmax"]) == (10e3, 300e3, 0.05)
     with pytest.raises(ScenarioError, match="kmin"):
         apply_values(scenario, {"kmin": 300e3, "kmax": 10e3})
-    updates = change_cc(scenario, "dcqcn+static")
-    assert updates == {"transport.cc": "dcqcn+static", "transport.preset": None}
-    assert scenario.with_updates(updates).si.transport.cc == "dcqcn+static"
+    switched = scenario.with_cc("dcqcn+static")
+    assert switched.si.transport.cc == "dcqcn+static"
+    assert "preset" not in switched.spec.transport.declared()
 
 
 def test_testbed_tables_load() -> None:
@@ -109,7 +108,7 @@ def test_testbed_tables_load() -> None:
     ("flows,queue_max_bytes\n80,1000\n", ["--max-evaluations", "0"], r"--max-evaluations"),
     ("flows,queue_max_bytes\n80,1000\n", ["--bounds", "kmax=50KB"], r"--bounds: expected"),
     ("flows,queue_max_bytes\n80,1000\n", ["--predict-cc", "nope", "--predict", "PATH"],
-     r"transport.cc: unknown congestion control 'nope'"),
+     r"transport.cc: 'nope' is not allowed"),
 ])
 def test_bad_tables_and_options(tmp_path: Path, content: str, extra: list[str],
                                 pattern: str) -> None:

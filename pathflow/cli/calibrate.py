@@ -336,7 +336,6 @@ def _calibrate_table(scenario_file: Path, trace: Path, fit: str | None, output: 
     from pathflow.validation.calibration.table import (
         TABLE_PARAMETERS,
         calibrate_table,
-        change_cc,
         check_table_applicable,
         load_table,
         parse_table_fit,
@@ -364,7 +363,8 @@ def _calibrate_table(scenario_file: Path, trace: Path, fit: str | None, output: 
     starting = _parse_initial(initial or [], names, scenario.packet_bytes, units)
     try:
         check_table_applicable(scenario, names)
-        change = change_cc(scenario, predict_cc) if predict_cc else {}
+        if predict_cc:
+            scenario.with_cc(predict_cc)  # a cc it cannot switch to: refused before any sweep
     except ValueError as error:
         fail(str(error))
     if predict_cc and not predict:
@@ -399,7 +399,7 @@ def _calibrate_table(scenario_file: Path, trace: Path, fit: str | None, output: 
     if other is not None:
         say(f"predicting {other.name}" + (f" with transport.cc = {predict_cc}"
                                           if predict_cc else "") + " (no refit)")
-        comparison = predict_table(result.fitted_scenario, other, result.offset, change)
+        comparison = predict_table(result.fitted_scenario, other, result.offset, predict_cc)
         lines += [f"Prediction of {other.name}" + (f" (transport.cc = {predict_cc})"
                                                   if predict_cc else "") + ", nothing refitted:"]
         lines += comparison.lines()

@@ -55,7 +55,7 @@ from pathflow.validation.calibration.table_result import (
 )
 
 __all__ = ["TABLE_PARAMETERS", "TARGETS", "Table", "TableParameter", "apply_values",
-           "calibrate_table", "change_cc", "check_table_applicable", "is_table", "load_table",
+           "calibrate_table", "check_table_applicable", "is_table", "load_table",
            "parse_table_fit", "predict_table", "table_bounds"]
 
 _REFUSED = 1e3  # loss of a point the scenario refuses (kmin > kmax): far above any real misfit
@@ -439,31 +439,13 @@ def calibrate_table(
                     seconds=time.perf_counter() - clock, history=history)
 
 
-def change_cc(scenario: Scenario, cc: str) -> dict[str, Any]:
-    """Updates that switch `scenario` to `cc`, keeping every other value: the transport preset
-    is kept where the new model has it and dropped otherwise (dcqcn+static has none; its
-    defaults are the cx4 values)."""
-    from pathflow.models.registry import control
-
-    try:
-        model = control(cc).model
-    except ValueError as error:
-        raise ValueError(f"transport.cc: {error}") from None
-    preset = scenario.spec.transport.model_dump(exclude_none=True).get("preset")
-    updates: dict[str, Any] = {"transport.cc": cc}
-    if preset is not None and preset not in model.presets:
-        updates["transport.preset"] = None
-    return updates
-
-
 def predict_table(fitted: Scenario, table: Table | str | Path, offset: float | None,
-                  updates: Mapping[str, Any] | None = None,
-                  targets: Sequence[str] | None = None) -> Comparison:
-    """The fitted scenario (with `updates`, e.g. another transport.cc) over another table's N,
-    nothing refitted: the latency offset is the calibration's (None or NaN: fitted to this
-    table, the only thing fitted)."""
+                  cc: str | None = None, targets: Sequence[str] | None = None) -> Comparison:
+    """The fitted scenario (under another congestion control `cc`, `Scenario.with_cc`) over
+    another table's N, nothing refitted: the latency offset is the calibration's (None or NaN:
+    fitted to this table, the only thing fitted)."""
     data = table if isinstance(table, Table) else load_table(table, targets)
-    scenario = fitted.with_updates(dict(updates)) if updates else fitted
+    scenario = fitted.with_cc(cc) if cc else fitted
     return compare(data, model_summaries(scenario, data.flows.tolist()), offset)
 
 

@@ -35,7 +35,6 @@ from pathflow import Scenario
 from pathflow.validation.calibration.table import (
     Table,
     calibrate_table,
-    change_cc,
     load_table,
     predict_table,
 )
@@ -84,8 +83,7 @@ def testbed_run(max_evaluations: int = EVALUATIONS, start: dict[str, float] | No
     dcqcn, static = testbed_tables()
     fit = calibrate_table(scenario, dcqcn, FIT, initial=start or START, duration=DURATION,
                           warmup=WARMUP, max_evaluations=max_evaluations, progress=progress)
-    prediction = predict_table(fit.fitted_scenario, static, fit.offset,
-                               change_cc(fit.fitted_scenario, "dcqcn+static"))
+    prediction = predict_table(fit.fitted_scenario, static, fit.offset, "dcqcn+static")
     return TestbedRun(fit, fit.after, prediction)
 
 
