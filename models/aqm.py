@@ -80,6 +80,11 @@ class Queues(NamedTuple):
     xoff: Array  # bytes of ingress occupancy that pause the link (`models.pfc`); inf: never
     xon: Array  # bytes below which a paused link resumes
     pause_delay: Array  # s: a PAUSE frame's flight back to the link's transmitter (propagation)
+    # a shared PFC buffer (`models.pfc`): the dynamic-threshold factor (0: xoff and xon hold)
+    # and the room of the switch the link feeds (bytes); with alpha > 0, xoff - xon is the
+    # resume offset below the dynamic Xoff
+    pfc_alpha: Array
+    pfc_room: Array
 
 
 class QueueStep(NamedTuple):

@@ -36,13 +36,30 @@ xoff  bytes, the ingress occupancy that pauses. Default, per ingress port of a s
       of the last bytes sent, plus 2 packets: the one in service at each end), so that every
       ingress port may fill to Xoff at once and nothing overflows.
 xon   bytes, the ingress occupancy that resumes. Default: Xoff less 2 packets.
+shared_buffer  bytes, default none (per-port thresholds as above). A switch whose ports share one
+      buffer pool of this size sets its thresholds dynamically (the dynamic thresholds of
+      Choudhury and Hahne, "Dynamic queue length thresholds for shared-memory packet switches",
+      IEEE/ACM ToN 1998, which switch buffer managers apply to PFC): an ingress port pauses its
+      link while its occupancy exceeds
+          Xoff(t) = alpha x (B - H - Q(t)),
+      B the pool, H the headroom the switch reserves for what arrives after its pauses (per
+      ingress port 2 x propagation x rate + 2 packets, as above), Q(t) the bytes the switch
+      holds; it resumes below Xoff(t) less 2 packets. The more the switch holds, the earlier
+      every port pauses; a lone congested port may take about alpha / (1 + alpha) of the room
+      per ingress port (N ports feeding one egress queue settle at Q = N alpha (B - H) /
+      (1 + N alpha)). Egress admission stays per port (`topology.buffer`).
+pfc_alpha  the dynamic-threshold factor alpha, default 1/8 (switches offer powers of two; a
+      larger alpha lets one port take more of the pool). Only with shared_buffer.
 
 Scope and limitations
 ---------------------
-One traffic class: data and ACKs are paused together. Static thresholds per ingress port (no
-dynamic, shared-buffer thresholds), per-port egress buffers. PAUSE frames are on and off (the
-longest pause quanta, refreshed, then a resume), not timed quanta that expire. In the fluid model
-the round trip counts queueing as q/C: while a link is paused its queue waits longer than that.
+One traffic class: data and ACKs are paused together. Per-port egress buffers; the shared pool
+sets the PFC thresholds only (a switch that also admits egress packets against the pool is not
+modelled). A port re-evaluates its pause when its own bytes arrive or leave (packet level) or
+every step (fluid), not when other ports' bytes move the dynamic threshold. PAUSE frames are on
+and off (the longest pause quanta, refreshed, then a resume), not timed quanta that expire. In
+the fluid model the round trip counts queueing as q/C: while a link is paused its queue waits
+longer than that.
 Cyclic buffer dependencies can deadlock a PFC network; nothing here detects it.
 
 Validation
@@ -52,7 +69,9 @@ small buffer without PFC and loses nothing with it, each sender paused for all b
 the time (conservation); Reno on drop-tail loses nothing; on a k = 4 fat-tree, pauses spread
 from an incast's port to the senders' edge switches, and a victim flow whose path has no
 bottleneck drops well below line rate (head-of-line blocking); the fluid answer does not move
-when dt halves. Validation case `pfc_congestion_spreading` (validation/cases/lossless.py): on
+when dt halves; with a shared buffer, 8 senders into one port settle at the closed form above
+in both engines, earlier than with per-port thresholds. Validation case
+`pfc_congestion_spreading` (validation/cases/lossless.py): on
 that fat-tree the victim's rate and each upstream link's pause time against the packet level
 (within 5 % and 0.01), the victim alone at line rate, nothing dropped.
 """
@@ -64,7 +83,7 @@ import jax.numpy as jnp
 from pathflow.models.base import Array
 from pathflow.models.parameters import Parameter
 
-__all__ = ["PARAMETERS", "default_xoff", "paused_fraction"]
+__all__ = ["PARAMETERS", "default_xoff", "dynamic_xoff", "headroom", "paused_fraction"]
 
 PARAMETERS = (
     Parameter("pfc", "flag", False, "lossless switches: priority flow control pauses the links "
@@ -74,13 +93,29 @@ PARAMETERS = (
               "rate + 2 packets of headroom)", low=0.0, optional=True),
     Parameter("xon", "bytes", None, "ingress occupancy below which a paused link resumes "
               "(default: xoff less 2 packets)", low=0.0, optional=True),
+    Parameter("shared_buffer", "bytes", None, "a switch's buffer pool shared by its ports: "
+              "xoff becomes pfc_alpha x (pool - headroom - bytes the switch holds) (default: "
+              "per-port thresholds)", low=0.0, inclusive=False, optional=True),
+    Parameter("pfc_alpha", "1", 0.125, "dynamic-threshold factor with shared_buffer",
+              low=0.0, inclusive=False),
 )
 
 
+def headroom(capacity: float, delay: float, packet: float) -> float:
+    """Bytes an ingress port receives after its switch sends a PAUSE: the link's round trip at
+    its rate and the packet in service at each end."""
+    return 2.0 * delay * capacity + 2.0 * packet
+
+
 def default_xoff(buffer_per_port: float, capacity: float, delay: float, packet: float) -> float:
-    """Xoff of an ingress port (bytes): its share of the switch's buffer less the headroom for
-    the bytes that arrive after the pause is sent (link round trip at its rate, 2 packets)."""
-    return buffer_per_port - (2.0 * delay * capacity + 2.0 * packet)
+    """Xoff of an ingress port (bytes): its share of the switch's buffer less its headroom."""
+    return buffer_per_port - headroom(capacity, delay, packet)
+
+
+def dynamic_xoff(alpha: Array, room: Array, held: Array) -> Array:
+    """Xoff (bytes) on a shared buffer: alpha x (room - held), room the pool less the switch's
+    headroom, held the bytes the switch holds; 0 once the room is taken."""
+    return alpha * jnp.maximum(room - held, 0.0)
 
 
 def paused_fraction(ingress: Array, xoff: Array, xon: Array, capacity: Array, delay: Array,

@@ -40,7 +40,13 @@ from pathflow.scenario import Scenario
 from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem, with_hop_layout
 from pathflow.solvers.stepping import Stepping
-from pathflow.topology import Network, build_network, path_base_rtt, pfc_thresholds
+from pathflow.topology import (
+    Network,
+    build_network,
+    path_base_rtt,
+    pfc_sharing,
+    pfc_thresholds,
+)
 
 __all__ = ["ACK_BYTES", "Compiled", "choose_grid", "compile_scenario", "default_records"]
 
@@ -73,10 +79,10 @@ class Compiled:
         return self.dt * self.grid.steps_per_record
 
 
-def _queue_params(scenario: Scenario, network: Network) -> tuple[Queues, Any]:
-    """Capacity and buffer of every link, and the discipline's values: a switch port's from
-    the scenario, the discipline's inert ones at host NICs (plain drop-tail) and the padding
-    link."""
+def _queue_params(scenario: Scenario, network: Network) -> tuple[Queues, Any, np.ndarray]:
+    """Capacity, buffer and PFC thresholds of every link, the discipline's values (a switch
+    port's from the scenario, the discipline's inert ones at host NICs, plain drop-tail, and
+    the padding link), and each link's PFC group (`topology.pfc_sharing`)."""
     discipline, values = scenario.discipline, scenario.si.aqm.parameters
     hosts = set(network.hosts)
     rows = [discipline.inert() if link.src in hosts
@@ -85,10 +91,12 @@ def _queue_params(scenario: Scenario, network: Network) -> tuple[Queues, Any]:
     capacity = np.array([link.capacity for link in network.links] + [_PAD_CAPACITY])
     buffer = np.array([link.buffer for link in network.links] + [_PAD_CAPACITY])
     xoff, xon = pfc_thresholds(scenario, network)
+    alpha, room, group = pfc_sharing(scenario, network)
     delay = np.array([link.delay for link in network.links] + [0.0])
     queues = Queues(capacity, buffer, np.array([*xoff, math.inf]), np.array([*xon, math.inf]),
-                    delay)
-    return queues, discipline.pack([*rows, discipline.inert()])
+                    delay, np.array([*alpha, 0.0]), np.array([*room, 0.0]))
+    return (queues, discipline.pack([*rows, discipline.inert()]),
+            np.array([*group, len(network.links)], dtype=np.int32))
 
 
 def _path_arrays(scenario: Scenario, network: Network, routes: Routes, nics: set[int]
@@ -203,7 +211,7 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
     routes = build_routes(scenario, network)
     transport = scenario.si.transport
     model, params = _controls(scenario, network, routes)
-    queues, aqm = _queue_params(scenario, network)
+    queues, aqm, pfc_group = _queue_params(scenario, network)
     nic = _subflow_nics(network, routes)
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes, set(nic.tolist()))
     n_subflows = len(routes.subflow_flow)
@@ -226,6 +234,7 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
         path_base_rtt=base_rtt,
         subflow_flow=np.asarray(routes.subflow_flow, dtype=np.int32),
         nic=nic,
+        pfc_group=pfc_group,
         start=np.array([flow.start for flow in owners]),
         size=np.array([flow.size for flow in owners]),
         count=np.ones(n_subflows),

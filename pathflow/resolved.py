@@ -87,6 +87,8 @@ class ResolvedAqm:
     pfc: bool = False  # lossless: priority flow control (`models.pfc`)
     xoff: float | None = None  # bytes; None: per ingress port (`topology.pfc_thresholds`)
     xon: float | None = None  # bytes; None: xoff less 2 packets
+    shared_buffer: float | None = None  # bytes: a switch's PFC pool; None: per-port thresholds
+    pfc_alpha: float = 0.125  # dynamic-threshold factor with shared_buffer
 
 
 @dataclass(frozen=True)

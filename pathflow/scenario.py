@@ -484,9 +484,17 @@ def _pfc(given: dict[str, Any], mss: float) -> dict[str, Any]:
         values = resolve_parameters(pfc.PARAMETERS, given, "aqm", mss)
     except ValueError as error:
         raise ScenarioError(str(error)) from None
-    for key in ("xoff", "xon"):
-        if values[key] is not None and not values["pfc"]:
+    for key in ("xoff", "xon", "shared_buffer", "pfc_alpha"):
+        if key in given and not values["pfc"]:
             raise ScenarioError(f"aqm.{key}: applies with aqm.pfc = true only")
+    shared = values["shared_buffer"] is not None
+    if "pfc_alpha" in given and not shared:
+        raise ScenarioError("aqm.pfc_alpha: applies with aqm.shared_buffer only (per-port "
+                            "thresholds are xoff and xon)")
+    for key in ("xoff", "xon"):
+        if shared and key in given:
+            raise ScenarioError(f"aqm.{key}: with aqm.shared_buffer the thresholds follow the "
+                                "switch's occupancy (pfc_alpha); leave xoff and xon unset")
     if values["xoff"] is not None and values["xon"] is not None and values["xon"] > values["xoff"]:
         raise ScenarioError(f"aqm.xon: {given['xon']} must not exceed xoff ({given['xoff']})")
     return values
@@ -559,7 +567,9 @@ def _resolve(spec: _ScenarioModel) -> Resolved:
         topology=topology,
         aqm=ResolvedAqm(kind=aqm.kind, parameters=aqm_values,
                         marks_ecn=discipline.marks(aqm_values), pfc=bool(lossless["pfc"]),
-                        xoff=lossless["xoff"], xon=lossless["xon"]),
+                        xoff=lossless["xoff"], xon=lossless["xon"],
+                        shared_buffer=lossless["shared_buffer"],
+                        pfc_alpha=float(lossless["pfc_alpha"])),
         traffic=traffic,
         transport=common,
         routing=ResolvedRouting(mode=routing.mode, max_paths=routing.max_paths,

@@ -25,11 +25,12 @@ from pathlib import Path
 
 import networkx as nx
 
-from pathflow.models.pfc import default_xoff
+from pathflow.models.pfc import default_xoff, headroom
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.units import UnitError, parse_rate, parse_size, parse_time
 
-__all__ = ["Link", "Network", "base_rtt", "build_network", "path_base_rtt", "pfc_thresholds"]
+__all__ = ["Link", "Network", "base_rtt", "build_network", "path_base_rtt", "pfc_sharing",
+           "pfc_thresholds"]
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,10 @@ Cable = tuple[str, str, str]  # (node a, node b, tier)
 
 def pfc_thresholds(scenario: Scenario, network: Network) -> tuple[list[float], list[float]]:
     """Xoff and Xon (bytes) of every link as an ingress port of the switch it feeds
-    (`models.pfc`); inf where nothing pauses it (PFC off, or a link into a host). One-line
-    ScenarioError where a default Xoff leaves no room."""
+    (`models.pfc`); inf where nothing pauses it (PFC off, or a link into a host). With a shared
+    buffer (`pfc_sharing`) the thresholds are dynamic and these are the resume offset below
+    the dynamic Xoff: Xoff 2 packets, Xon 0. One-line ScenarioError where a default Xoff
+    leaves no room."""
     aqm, packet = scenario.si.aqm, scenario.si.transport.mss
     hosts = set(network.hosts)
     ingress: dict[str, int] = {}
@@ -115,6 +118,10 @@ def pfc_thresholds(scenario: Scenario, network: Network) -> tuple[list[float], l
         if not aqm.pfc or link.dst in hosts:
             xoff.append(float("inf"))
             xon.append(float("inf"))
+            continue
+        if aqm.shared_buffer is not None:
+            xoff.append(2.0 * packet)
+            xon.append(0.0)
             continue
         off = aqm.xoff
         if off is None:
@@ -133,6 +140,38 @@ def pfc_thresholds(scenario: Scenario, network: Network) -> tuple[list[float], l
         xoff.append(off)
         xon.append(on)
     return xoff, xon
+
+
+def pfc_sharing(scenario: Scenario, network: Network
+                ) -> tuple[list[float], list[float], list[int]]:
+    """Per link, as an ingress port of the switch it feeds, what a shared PFC buffer needs
+    (`models.pfc`): the dynamic-threshold factor alpha (0: static thresholds), the room (the
+    pool less the headroom of every ingress port of that switch, bytes; 0 where static) and its
+    group (the index of the first link feeding the same switch: the switch's bytes are the sum
+    of its group's ingress occupancies). One-line ScenarioError where the headroom takes the
+    whole pool."""
+    aqm, packet = scenario.si.aqm, scenario.si.transport.mss
+    hosts = set(network.hosts)
+    first: dict[str, int] = {}
+    reserved: dict[str, float] = {}
+    for index, link in enumerate(network.links):
+        first.setdefault(link.dst, index)
+        reserved[link.dst] = reserved.get(link.dst, 0.0) + headroom(link.capacity, link.delay,
+                                                                    packet)
+    group = [first[link.dst] for link in network.links]
+    pool = aqm.shared_buffer
+    if not aqm.pfc or pool is None:
+        return [0.0] * len(group), [0.0] * len(group), group
+    alpha, room = [], []
+    for link in network.links:
+        shared = link.dst not in hosts
+        if shared and reserved[link.dst] >= pool:
+            raise ScenarioError(f"aqm.shared_buffer: {pool:.0f} B leaves no room beyond the "
+                                f"headroom of {link.dst}'s ingress ports "
+                                f"({reserved[link.dst]:.0f} B)")
+        alpha.append(aqm.pfc_alpha if shared else 0.0)
+        room.append(pool - reserved[link.dst] if shared else 0.0)
+    return alpha, room, group
 
 
 def _star(n: int) -> tuple[list[Cable], list[str], list[str]]:

@@ -306,8 +306,14 @@ def _flow_control(carry: Carry, hop_flow: Array, early_drop: Array, arrival: Arr
     ingress = jax.ops.segment_sum((came_by * problem.count[:, None]).ravel(),
                                   layout.link.ravel(), links)
     queues = problem.queues
-    decided = pfc.paused_fraction(ingress, queues.xoff, queues.xon, queues.capacity,
-                                  queues.pause_delay, dt)
+    # a shared buffer: every ingress port's Xoff falls as its switch fills (0 factor: static)
+    in_switch = jax.ops.segment_sum(ingress, problem.pfc_group, links)[problem.pfc_group]
+    shared = queues.pfc_alpha > 0
+    dynamic = pfc.dynamic_xoff(queues.pfc_alpha, queues.pfc_room, in_switch)
+    resume = jnp.where(shared, queues.xoff, 0.0) - jnp.where(shared, queues.xon, 0.0)
+    xoff = jnp.where(shared, dynamic, queues.xoff)
+    xon = jnp.where(shared, jnp.maximum(dynamic - resume, 0.0), queues.xon)
+    decided = pfc.paused_fraction(ingress, xoff, xon, queues.capacity, queues.pause_delay, dt)
     slot = carry.step % carry.pause_times.shape[0]
     return (held, carry.pause_views.at[slot].set(decided),
             carry.pause_times.at[slot].set((carry.step + 1) * dt))

@@ -60,6 +60,7 @@ class Problem(NamedTuple):
     path_base_rtt: Array  # (P,) s, propagation and serialisation, data out and ACK back
     subflow_flow: Array  # (F,) int32: the flow (connection) of each subflow, < F
     nic: Array  # (F,) int32: the subflow's host egress link (L if it has none)
+    pfc_group: Array  # (L+1,) int32: the first link feeding the same switch (shared PFC buffer)
     start: Array  # (F,) s, its flow's start
     size: Array  # (F,) bytes, its flow's size (inf for a long-lived flow)
     count: Array  # (F,) identical subflows it runs for (pathflow.compile); 0 for padding
@@ -196,6 +197,9 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
             np.arange(problem.n_subflows, controllers)]), dtype=jnp.int32),
         nic=jnp.asarray(grow(np.where(np.asarray(problem.nic) == n_links, links,
                                       problem.nic), controllers, links), dtype=jnp.int32),
+        pfc_group=jnp.asarray(grow_links(np.where(np.asarray(problem.pfc_group) == n_links,
+                                                  links, problem.pfc_group),
+                                         links), dtype=jnp.int32),
         start=grow(problem.start, controllers, 0.0),
         size=grow(problem.size, controllers, 0.0),
         count=grow(problem.count, controllers, 0.0),
@@ -264,6 +268,9 @@ def merge_problems(problems: list[Problem]) -> Problem:
                                     ).astype(np.int32),
         nic=np.concatenate([relink(p.nic, p, o) for p, o in zip(problems, link_offset,
                                                                  strict=True)]).astype(np.int32),
+        pfc_group=np.concatenate([*(real(relink(p.pfc_group, p, o))
+                                    for p, o in zip(problems, link_offset, strict=True)),
+                                  [total_links]]).astype(np.int32),
         start=join("start"), size=join("size"), count=join("count"), packet=join("packet"),
         params=params, dt=problems[0].dt)
     return with_hop_layout(merged)

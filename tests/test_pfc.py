@@ -36,11 +36,11 @@ def _steady(ds: xr.Dataset) -> xr.Dataset:
 
 
 def _star(pfc: bool, cc: str = "dcqcn", aqm: dict[str, Any] | None = None,
-          duration: str = "4ms") -> Scenario:
+          duration: str = "4ms", buffer: str = "60KB") -> Scenario:
     """8 senders at 10 Gb/s into one receiver through a 60 KB port buffer."""
     return Scenario.from_dict({
         "topology": {"kind": "star", "senders": 8, "link_rate": "10Gbps", "delay": "1us",
-                     "buffer": "60KB"},
+                     "buffer": buffer},
         "aqm": {"kind": "droptail", "pfc": pfc, **(aqm or {})},
         "transport": {"cc": cc, "mss": "1KB"},
         "run": {"duration": duration}})
@@ -63,6 +63,27 @@ def test_pfc_alone_pauses_each_sender_for_all_but_its_share_and_drops_nothing(en
     paused = steady.pause.sel(link=nics).mean("time").values
     np.testing.assert_allclose(paused, 7 / 8, atol=0.02)
     assert float(steady.pause.sel(link="s0->r0").max()) == 0  # a host never pauses
+
+
+@pytest.mark.parametrize("engine", ["fluid", "packet"])
+def test_a_shared_buffer_pauses_earlier_as_the_switch_fills(engine: str) -> None:
+    """The same 8 line-rate senders into a switch whose ports share a 1 MB pool (pfc_alpha
+    1/8): a sender's bytes in the switch are Q/8 and it is paused above alpha (B - H - Q), so
+    the queue settles where Q/8 = alpha (B - H - Q): Q = 8 alpha (B - H) / (1 + 8 alpha), H
+    the headroom of the switch's 9 ingress ports (2 x 1 us x 10 Gb/s + 2 packets each), 480 KB
+    (closed form; 1 % fluid, 3 % packet level, whose pauses flip around the threshold). With
+    per-port thresholds on 1 MB port buffers the queue sits near 8 x Xoff, above 800 KB.
+    Nothing is dropped in either."""
+    expected = 8 * 0.125 * (1e6 - 9 * (2 * 1e-6 * LINE_RATE + 2 * 1000)) / (1 + 8 * 0.125)
+    for shared, check in ((True, lambda q: q == pytest.approx(expected,
+                                                              rel=0.01 if engine == "fluid"
+                                                              else 0.03)),
+                          (False, lambda q: q > 800e3)):
+        aqm = {"shared_buffer": "1MB"} if shared else {}
+        ds = _run(_star(pfc=True, aqm=aqm, buffer="1MB"), engine)
+        queue = float(_steady(ds).queue.sel(link="s0->r0").mean())
+        assert check(queue), f"shared = {shared}: queue {queue:.0f} B"
+        assert float(ds.drops.sum()) == 0
 
 
 @pytest.mark.parametrize("engine", ["fluid", "packet"])
@@ -132,6 +153,17 @@ def test_pfc_errors_name_the_field() -> None:
     with pytest.raises(ScenarioError, match=r"^aqm\.pfc: 1 must be true or false$"):
         Scenario.from_dict({"topology": {"kind": "star", "senders": 2},
                             "aqm": {"pfc": 1}})
+    with pytest.raises(ScenarioError, match=r"^aqm\.shared_buffer: applies with aqm\.pfc = "):
+        _star(pfc=False, aqm={"shared_buffer": "1MB"})
+    with pytest.raises(ScenarioError, match=r"^aqm\.pfc_alpha: applies with aqm\.shared_buffer"):
+        _star(pfc=True, aqm={"pfc_alpha": 0.5})
+    with pytest.raises(ScenarioError, match=r"^aqm\.xoff: with aqm\.shared_buffer the "):
+        _star(pfc=True, aqm={"shared_buffer": "1MB", "xoff": "40KB"})
+    with pytest.raises(ScenarioError, match=r"^aqm\.pfc_alpha: 0 is out of range"):
+        _star(pfc=True, aqm={"shared_buffer": "1MB", "pfc_alpha": 0})
+    with pytest.raises(ScenarioError, match=r"^aqm\.shared_buffer: 30000 B leaves no room beyond "
+                                            r"the headroom of s0's ingress ports \(40500 B\)$"):
+        compile_scenario(_star(pfc=True, aqm={"shared_buffer": "30KB"}))
     tiny = Scenario.from_dict({"topology": {"kind": "star", "senders": 8, "buffer": "10KB"},
                                "aqm": {"pfc": True}})
     with pytest.raises(ScenarioError, match=r"^aqm\.xoff: the default for h0->s0 .* leaves "

@@ -9,7 +9,8 @@ a reverse path for its ACKs. A connection's subflows are contiguous senders (`SI
 A TCP flow gets all its segments at once; a finite MPTCP connection's segments are handed to
 its subflows one at a time as they send new data (`sender`), and an endless one gives every
 subflow endless data. AQM applies at switch ports; a host's egress port is a NIC
-(see `links`); PFC's Xoff and Xon are the fluid model's (`topology.pfc_thresholds`). Sizes of
+(see `links`); PFC's Xoff and Xon are the fluid model's (`topology.pfc_thresholds`,
+`pfc_sharing`). Sizes of
 the preallocated pools follow from the buffers and windows; `Sizing` lets `simulate_packets`
 enlarge them when a run reports that they were too small.
 """
@@ -27,7 +28,13 @@ from pathflow.models.dcqcn_static import static_timer_and_step
 from pathflow.models.registry import CONTROLS
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError
-from pathflow.topology import Network, build_network, path_base_rtt, pfc_thresholds
+from pathflow.topology import (
+    Network,
+    build_network,
+    path_base_rtt,
+    pfc_sharing,
+    pfc_thresholds,
+)
 from pathflow.units import format_bytes
 from pathflow.validation.packet import layout as L
 
@@ -144,8 +151,10 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
     param[:, L.LP_RED_WEIGHT] = aqm.get("weight", 1.0)
     param[:, L.LP_EXTENDED] = float(aqm.get("ramp") == "extended")
     param[:, L.LP_XOFF], param[:, L.LP_XON] = pfc_thresholds(scenario, network)  # inf: never
+    param[:, L.LP_PFC_ALPHA], param[:, L.LP_PFC_ROOM], group = pfc_sharing(scenario, network)
     state = np.zeros((n, L.N_LI), np.int64)
     state[:, L.LI_NIC] = nic
+    state[:, L.LI_PFC_GROUP] = group
     state[:, L.LI_AQM] = np.where(nic == 1, L.AQM_NONE, L.AQM_CODES[scenario.si.aqm.kind])
     state[:, [L.LI_HEAD, L.LI_TAIL, L.LI_IN_SERVICE]] = -1
     order = np.argsort(sender_nic, kind="stable")

@@ -68,8 +68,10 @@ LP_RED_PMAX = 6
 LP_RED_WEIGHT = 7  # EWMA weight per arrival
 LP_EXTENDED = 8  # DCQCN: 1 where the marking ramp goes on past Kmax
 LP_XOFF = 9  # bytes: PFC pauses this link above this ingress occupancy (inf: never)
-LP_XON = 10  # bytes: ... and resumes it below this one
-N_LP = 11
+LP_XON = 10  # bytes: ... and resumes it below this one (shared buffer: the resume offset)
+LP_PFC_ALPHA = 11  # shared PFC buffer: dynamic-threshold factor (0: LP_XOFF and LP_XON hold)
+LP_PFC_ROOM = 12  # bytes: the pool less the headroom of the switch the link feeds
+N_LP = 13
 # links: state (float)
 LF_BACKLOG = 0  # bytes waiting
 LF_TX_START = 1  # s, when the packet in service started
@@ -88,7 +90,8 @@ LF_INGRESS = 12  # bytes that came by this link and wait in the far switch's egr
 LF_PAUSED_SINCE = 13  # s: start of the pause time not yet in LF_PAUSE_TIME (while paused)
 LF_PAUSE_TIME = 14  # s paused in the current sample interval
 LF_FLOWS_IN = 15  # a host NIC: DCQCN+ flows sending to its host now (their CNP period)
-N_LF = 16
+LF_SWITCH_HELD = 16  # shared PFC buffer, in the row of a switch's LI_PFC_GROUP link: its bytes
+N_LF = 17
 # links: state (int)
 LI_NIC = 0  # 1 for a host's own egress port (never drops, pulls from its senders)
 LI_AQM = 1  # AQM_* code
@@ -99,7 +102,8 @@ LI_IN_SERVICE = 5  # packet id or -1
 LI_RR = 6  # round-robin position among the NIC's senders
 LI_PAUSED = 7  # PFC, the transmitter's view: 1 while a PAUSE frame holds it
 LI_PFC_SENT = 8  # PFC, the far switch's view: 1 from sending a PAUSE to sending the resume
-N_LI = 9
+LI_PFC_GROUP = 9  # the first link feeding the same switch (its row counts the switch's bytes)
+N_LI = 10
 
 # --- paths (int) -------------------------------------------------------------------------------
 PI_START = 0  # offset into Paths.links

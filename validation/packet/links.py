@@ -57,16 +57,20 @@ from pathflow.validation.packet.layout import (
     LF_PAUSED_SINCE,
     LF_QMAX,
     LF_QMIN,
+    LF_SWITCH_HELD,
     LF_TX_START,
     LI_BUSY,
     LI_HEAD,
     LI_IN_SERVICE,
     LI_NIC,
     LI_PAUSED,
+    LI_PFC_GROUP,
     LI_PFC_SENT,
     LI_RR,
     LI_TAIL,
     LP_DELAY,
+    LP_PFC_ALPHA,
+    LP_PFC_ROOM,
     LP_RATE,
     LP_XOFF,
     LP_XON,
@@ -138,10 +142,19 @@ def _ingress(sim, p: int, change: float, now: float) -> None:
     lf, li, lp = sim.links.f, sim.links.i, sim.links.param
     waiting = lf[link, LF_INGRESS] + change
     lf[link, LF_INGRESS] = waiting
+    xoff, xon = lp[link, LP_XOFF], lp[link, LP_XON]
+    alpha = lp[link, LP_PFC_ALPHA]
+    if alpha > 0.0:  # a shared buffer: the thresholds fall as the switch fills (models.pfc)
+        group = li[link, LI_PFC_GROUP]
+        held = lf[group, LF_SWITCH_HELD] + change
+        lf[group, LF_SWITCH_HELD] = held
+        resume = xoff - xon
+        xoff = alpha * max(lp[link, LP_PFC_ROOM] - held, 0.0)
+        xon = max(xoff - resume, 0.0)
     if li[link, LI_PFC_SENT]:
-        if waiting < lp[link, LP_XON]:
+        if waiting < xon or waiting <= 0.0:  # empty: resume even where the threshold is 0
             _send_pfc(sim, link, _RESUME, now)
-    elif waiting > lp[link, LP_XOFF]:
+    elif waiting > xoff:
         _send_pfc(sim, link, _PAUSE, now)
 
 
