@@ -74,12 +74,16 @@ RING_CSV = "src,dst\nh0,s0\nh1,s1\nh2,s2\ns0,s1\ns1,s2\ns2,s0\n"  # three switch
 
 @st.composite
 def aqms(draw: st.DrawFn) -> dict[str, Any]:
-    """A queue discipline, lossless (PFC, thresholds drawn or the defaults) half the time."""
+    """A queue discipline, lossless (PFC, thresholds drawn or the defaults, or a shared buffer
+    with dynamic thresholds) half the time."""
     chosen = draw(disciplines())
     if draw(st.booleans()):
         thresholds = st.integers(0, 100).map(lambda n: f"{n}pkt")
-        chosen = {**chosen, "pfc": True, **draw(st.fixed_dictionaries(
-            {}, optional={"xoff": thresholds, "xon": thresholds}))}
+        shared = st.fixed_dictionaries(
+            {"shared_buffer": st.integers(1, 2000).map(lambda n: f"{n}pkt")},
+            optional={"pfc_alpha": st.sampled_from([1 / 16, 1 / 8, 1.0, 8.0])})
+        static = st.fixed_dictionaries({}, optional={"xoff": thresholds, "xon": thresholds})
+        chosen = {**chosen, "pfc": True, **draw(shared if draw(st.booleans()) else static)}
     return chosen
 
 

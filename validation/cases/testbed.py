@@ -56,7 +56,7 @@ FIT = ("kmin", "kmax", "pmax", "cnp_capacity", "base_rtt")
 # the middle of its bounds; no extra RTT), rounded. From there the case's small budget checks
 # that Nelder-Mead finds nothing better nearby and reports the errors within the time of
 # `pathflow validate`; from the scenario's own values 30 sweeps end at loss 1.16 (against 0.98).
-START = {"kmin": 2.8e3, "kmax": 71e3, "pmax": 0.033, "cnp_capacity": 1.08, "base_rtt": 27e-6}
+START = {"kmin": 2.2e3, "kmax": 78e3, "pmax": 0.041, "cnp_capacity": 1.1, "base_rtt": 30e-6}
 # 100 ms per point, statistics after 50 ms: the maximum queue of every N is within 1 % and the
 # mean within 5 % of a 200 ms run (measured at cnp_capacity 1 per us); 50 ms runs are 10 % low.
 DURATION, WARMUP = "100ms", "50ms"
