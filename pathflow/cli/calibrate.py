@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -47,6 +47,18 @@ def _parameters(table: bool) -> dict[str, str]:
     from pathflow.validation.calibration import PARAMETERS
 
     return {name: p.unit for name, p in PARAMETERS.items()}
+
+
+def _names_to_fit(fit: str | None, parse: Callable[[str], tuple[str, ...]],
+                  allowed: Iterable[str]) -> tuple[str, ...]:
+    """The parameters --fit names, or a one-line error naming the allowed ones."""
+    if fit is None:
+        fail(f"--fit: name the parameters to fit, comma-separated; allowed: "
+             f"{', '.join(allowed)}")
+    try:
+        return parse(fit)
+    except ValueError as error:
+        fail(f"--fit: {error}")
 
 
 def _parameter_value(name: str, text: str, option: str, packet: float, unit: str) -> float:
@@ -254,13 +266,7 @@ def calibrate(
         from pathflow.validation.calibration import PARAMETERS, parse_fit
         from pathflow.validation.calibration.loss import LOSSES
 
-        if fit is None:
-            fail(f"--fit: name the parameters to fit, comma-separated; allowed: "
-                 f"{', '.join(PARAMETERS)}")
-        try:
-            names = parse_fit(fit)
-        except ValueError as error:
-            fail(f"--fit: {error}")
+        names = _names_to_fit(fit, parse_fit, PARAMETERS)
         if loss not in LOSSES:
             fail(f"--loss: unknown loss {loss!r}; allowed: {', '.join(LOSSES)}")
         if fallback not in ("nelder-mead", "powell"):
@@ -342,13 +348,7 @@ def _calibrate_table(scenario_file: Path, trace: Path, fit: str | None, output: 
         predict_table,
     )
 
-    if fit is None:
-        fail(f"--fit: name the parameters to fit, comma-separated; allowed: "
-             f"{', '.join(TABLE_PARAMETERS)}")
-    try:
-        names = parse_table_fit(fit)
-    except ValueError as error:
-        fail(f"--fit: {error}")
+    names = _names_to_fit(fit, parse_table_fit, TABLE_PARAMETERS)
     if max_evaluations < 1:
         fail(f"--max-evaluations: must be >= 1, got {max_evaluations}")
     columns = [c.strip() for c in targets.split(",") if c.strip()] if targets else None

@@ -19,6 +19,7 @@ __all__ = [
     "CalibrationParameter",
     "check_applicable",
     "default_bounds",
+    "given_bounds",
     "marked_links",
     "parse_fit",
     "resolve_bounds",
@@ -47,17 +48,17 @@ PARAMETERS: dict[str, CalibrationParameter] = {
 NAMES = tuple(PARAMETERS)  # the order of loss.Data.fixed
 
 
-def parse_fit(text: str | Sequence[str]) -> tuple[str, ...]:
+def parse_fit(text: str | Sequence[str], allowed: Sequence[str] = NAMES,
+              kind: str = "calibration parameter") -> tuple[str, ...]:
     """'base_rtt,g' or ['base_rtt', 'g'] -> ('base_rtt', 'g'); a one-line ValueError naming an
-    unknown parameter and the allowed ones."""
+    unknown parameter (one not in `allowed`, a `kind`) and the allowed ones."""
     names = [n.strip() for n in text.split(",")] if isinstance(text, str) else list(text)
     names = [n for n in names if n]
     if not names:
-        raise ValueError(f"no parameter to fit; allowed: {', '.join(NAMES)}")
+        raise ValueError(f"no parameter to fit; allowed: {', '.join(allowed)}")
     for name in names:
-        if name not in PARAMETERS:
-            raise ValueError(f"unknown calibration parameter {name!r}; allowed: "
-                             f"{', '.join(NAMES)}")
+        if name not in allowed:
+            raise ValueError(f"unknown {kind} {name!r}; allowed: {', '.join(allowed)}")
     if len(set(names)) != len(names):
         raise ValueError(f"a parameter is listed twice in fit: {', '.join(names)}")
     return tuple(names)
@@ -110,19 +111,28 @@ def default_bounds(scenario: Scenario, name: str) -> tuple[float, float]:
     return 0.8, 1.2
 
 
+def given_bounds(bounds: Mapping[str, tuple[float, float]] | None, names: Sequence[str],
+                 allowed: Sequence[str], kind: str = "calibration parameter"
+                 ) -> dict[str, tuple[float, float]]:
+    """The bounds given, each for a fitted parameter; a one-line ValueError for bounds of an
+    unknown parameter (not in `allowed`, a `kind`) or of one not fitted."""
+    given = dict(bounds or {})
+    for name in given:
+        if name not in allowed:
+            raise ValueError(f"bounds for unknown {kind} {name!r}; allowed: "
+                             f"{', '.join(allowed)}")
+        if name not in names:
+            raise ValueError(f"bounds given for {name!r}, which is not fitted "
+                             f"(fit: {', '.join(names)})")
+    return given
+
+
 def resolve_bounds(scenario: Scenario, names: Sequence[str],
                    bounds: Mapping[str, tuple[float, float]] | None
                    ) -> dict[str, tuple[float, float]]:
     """The bounds of each fitted parameter: those given, else `default_bounds`; a one-line
     ValueError for bounds of unknown or unfitted parameters and for impossible ones."""
-    given = dict(bounds or {})
-    for name in given:
-        if name not in PARAMETERS:
-            raise ValueError(f"bounds for unknown calibration parameter {name!r}; allowed: "
-                             f"{', '.join(NAMES)}")
-        if name not in names:
-            raise ValueError(f"bounds given for {name!r}, which is not fitted "
-                             f"(fit: {', '.join(names)})")
+    given = given_bounds(bounds, names, NAMES)
     out = {}
     for name in names:
         lo, hi = (float(v) for v in given.get(name, default_bounds(scenario, name)))

@@ -47,7 +47,11 @@ import xarray as xr
 from pathflow.scenario import Scenario, ScenarioError, load_scenario
 from pathflow.sweep import sweep_flows
 from pathflow.units import parse_time
-from pathflow.validation.calibration.parameters import scenario_updates
+from pathflow.validation.calibration.parameters import (
+    given_bounds,
+    parse_fit,
+    scenario_updates,
+)
 from pathflow.validation.calibration.table_result import (
     Comparison,
     TableFit,
@@ -191,17 +195,7 @@ def load_table(path: Path | str, targets: Sequence[str] | None = None) -> Table:
 
 def parse_table_fit(text: str | Sequence[str]) -> tuple[str, ...]:
     """'kmax,pmax' -> ('kmax', 'pmax'); a one-line ValueError for unknown or repeated names."""
-    names = [n.strip() for n in text.split(",")] if isinstance(text, str) else list(text)
-    names = [n for n in names if n]
-    if not names:
-        raise ValueError(f"no parameter to fit; allowed: {', '.join(TABLE_PARAMETERS)}")
-    for name in names:
-        if name not in TABLE_PARAMETERS:
-            raise ValueError(f"unknown table calibration parameter {name!r}; allowed: "
-                             f"{', '.join(TABLE_PARAMETERS)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"a parameter is listed twice in fit: {', '.join(names)}")
-    return tuple(names)
+    return parse_fit(text, tuple(TABLE_PARAMETERS), "table calibration parameter")
 
 
 def check_table_applicable(scenario: Scenario, names: Sequence[str]) -> None:
@@ -452,14 +446,7 @@ def predict_table(fitted: Scenario, table: Table | str | Path, offset: float | N
 def _resolve_bounds(scenario: Scenario, names: Sequence[str],
                     bounds: Mapping[str, tuple[float, float]] | None
                     ) -> tuple[np.ndarray, np.ndarray]:
-    given = dict(bounds or {})
-    for name in given:
-        if name not in TABLE_PARAMETERS:
-            raise ValueError(f"bounds for unknown table calibration parameter {name!r}; "
-                             f"allowed: {', '.join(TABLE_PARAMETERS)}")
-        if name not in names:
-            raise ValueError(f"bounds given for {name!r}, which is not fitted "
-                             f"(fit: {', '.join(names)})")
+    given = given_bounds(bounds, names, tuple(TABLE_PARAMETERS), "table calibration parameter")
     lower, upper = [], []
     for name in names:
         lo, hi = (float(v) for v in given.get(name, table_bounds(scenario, name)))
