@@ -143,8 +143,10 @@ def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
     buckets: dict[tuple[Physics, int], list[int]] = {}
     for i, c in enumerate(compiled):
         buckets.setdefault((c.physics, _bucket(c.problem.n_subflows)), []).append(i)
-    order = {physics: rank for rank, (physics, _) in enumerate(reversed(buckets))}
-    for physics, size in sorted(buckets, key=lambda key: (-order[key[0]], key[1])):
+    seen: dict[Physics, int] = {}  # physics in the order the points bring them, sizes rising
+    for physics, _ in buckets:
+        seen.setdefault(physics, len(seen))
+    for physics, size in sorted(buckets, key=lambda key: (seen[key[0]], key[1])):
         indices = buckets[physics, size]
         members = [compiled[i] for i in indices]
         first = members[0]

@@ -35,8 +35,8 @@ DEFAULT_CONTROLS = "dcqcn,dcqcn+"  # compared by the built-in sweep
 
 
 def _default_sweep_scenario() -> Scenario:
-    """Seed 001's RDMA incast (8 senders, 10 Gb/s, 1 KB packets, 5.1 MB buffer, PFC, DCQCN's
-    marking), read from the installed package (no checkout needed)."""
+    """Seed 001's RDMA incast (8 senders, 10 Gb/s, 1 KB packets, 5.1 MB shared buffer, PFC,
+    DCQCN's marking), read from the installed package (no checkout needed)."""
     text = resources.files("pathflow").joinpath("scenarios/dcqcn_incast.toml").read_text()
     return Scenario.from_toml(text)
 
