@@ -25,10 +25,6 @@ KNOWN_FAILURES = {
                          "permutation meets three flows at agg0_1->core1_0, where ns-3's queue "
                          "swings 13..35 packets around a 23-packet mean, both pathflow engines "
                          "about 27..29 (open: issue 11)",
-    "dcqcn_testbed": "the fluid DCQCN fitted to the seed 001 testbed's table grows its queue "
-                     "smoothly with N and does not collapse at 720 flows (the testbed fills "
-                     "its 5.1 MB buffer); the measured latency, which rises far less than the "
-                     "buffer, holds the fit back (issue 10, validation/cases/testbed.py)",
 }
 
 
