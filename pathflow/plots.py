@@ -14,8 +14,13 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from pathflow.metrics import hotspots
+from pathflow.verdict import state_names
 
 __all__ = ["plot_run", "plot_sweep"]
+
+# pathflow.verdict's states on a sweep's throughput panel
+STATE_MARKERS = {"settled": "o", "oscillating": "s", "lossy": "X", "collapsed": "v",
+                 "unsettled": "D"}
 
 
 def _finish(fig: Figure, path: str | Path | None) -> Figure:
@@ -56,14 +61,16 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
     """Against the number of flows, one colour per congestion control of a `cc` dimension:
     the bottleneck queue (p99 and max; the buffer where the queue comes within a factor of five
     of it, and seed 001's standing-queue size), its queueing latency (mean and p99), the
-    throughput, and the time from which the queue stays below the standing-queue size (x: not
-    converged by that criterion) beside the time the run settled."""
+    throughput with each point's state as its marker (`STATE_MARKERS`), and the time from which
+    the queue stays below the standing-queue size (x: not converged by that criterion) beside
+    the time the run settled."""
     packet = float(ds.attrs.get("packet_bytes", 1500))
     standing = float(ds.attrs.get("standing_queue", np.nan))
     fig = Figure(figsize=(11, 7.5))
     (queue, latency), (rate, convergence) = fig.subplots(2, 2, sharex=True)
     points = [(str(cc), ds.sel(cc=cc)) for cc in ds.cc.values] if "cc" in ds.dims else [("", ds)]
     top = float(ds.time[-1]) * 1e3
+    marked: set[str] = set()  # states shown
     for (label, one), colour in zip(points, [f"C{i}" for i in range(10)], strict=False):
         flows = one.flows.values
         own = f"{label}: " if label else ""
@@ -73,8 +80,14 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
         for name, style in (("latency_mean", "-o"), ("latency_p99", "--s")):
             latency.plot(flows, one[name] * 1e6, style, ms=3, color=colour,
                          label=own + name.replace("latency_", ""))
-        rate.plot(flows, one.aggregate_throughput * 8e-9, "-o", ms=3, color=colour,
-                  label=label or "throughput")
+        gbps = one.aggregate_throughput.values * 8e-9
+        rate.plot(flows, gbps, "-", color=colour, label=label or "throughput")
+        states = state_names(one.state)
+        for state, marker in STATE_MARKERS.items():
+            chosen = states == state
+            if chosen.any():
+                rate.plot(flows[chosen], gbps[chosen], marker, ms=5, color=colour, mfc="none")
+                marked.add(state)
         below = one.below_standing.values
         convergence.plot(flows, np.where(np.isfinite(below), below * 1e3, np.nan), "-o", ms=3,
                          color=colour, label=f"{own}queue below {standing / 1e3:g} KB")
@@ -85,6 +98,8 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
         if stuck.any():
             convergence.plot(flows[stuck], np.full(stuck.sum(), top), "x", color=colour,
                              label=f"{own}not converged")
+    for state in (s for s in STATE_MARKERS if s in marked):  # the legend's key, in grey
+        rate.plot([], [], STATE_MARKERS[state], color="grey", mfc="none", label=state)
     buffer = float(ds.buffer.max())
     if float(ds.queue_max.max()) > 0.2 * buffer:
         queue.axhline(buffer / 1e3, color="grey", lw=0.8, ls="--", label="buffer")

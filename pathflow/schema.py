@@ -206,6 +206,12 @@ _SWEEP_SUMMARIES = {
                                             "quarters"),
     "paused": Field(_PER_RUN, "1", "largest fraction of the time after warm-up that PFC held a "
                                    "link's transmitter paused (0 without PFC)"),
+    "state": Field(_PER_RUN, "1", "state the run ends in: 0 settled, 1 oscillating, 2 lossy, "
+                                  "3 collapsed, 4 unsettled (pathflow.verdict)"),
+    "queue_swing": Field(_PER_RUN, "bytes", "peak-to-peak of the bottleneck queue after warm-up "
+                                            "(5th to 95th percentile)"),
+    "cycle_period": Field(_PER_RUN, "s", "period of the bottleneck queue's cycle (nan unless "
+                                         "oscillating)"),
 }  # fmt: skip
 
 SWEEP = Schema(

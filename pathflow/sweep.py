@@ -39,6 +39,7 @@ from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, Physics, pad_problem
 from pathflow.solvers.run import solve_together
 from pathflow.solvers.stepping import Stepping
+from pathflow.verdict import bottleneck, verdict
 
 __all__ = ["compile_together", "parse_flow_range", "run_together", "summarize_point",
            "sweep_flows"]
@@ -77,15 +78,17 @@ def summarize_point(ds: xr.Dataset, standing_queue: float = STANDING_QUEUE
     """Scalar summaries of one run: the numbers a sweep plots against flow count. The
     bottleneck is the link busiest after warm-up; its queueing latency is queue / capacity;
     `below_standing` is the time from which its queue stays at or below `standing_queue` bytes
-    (`metrics.below_since`; inf: above it after warm-up, not converged by seed 001's criterion)."""
+    (`metrics.below_since`; inf: above it after warm-up, not converged by seed 001's criterion);
+    `state` is the code of `verdict.verdict`'s state (`verdict.STATES`)."""
     rates = throughput(ds)
     stats = queue_stats(ds)
     warmup = default_warmup(ds)
     steady = ds.time > warmup
     utilization = ds.utilization.sel(time=steady).mean("time")
-    link = int(np.argmax(utilization.values))
+    link = bottleneck(ds, warmup)
     capacity = float(ds.capacity[link])
     convergence = convergence_time(ds)
+    state = verdict(ds, warmup)
     return {
         "aggregate_throughput": float(rates.sum()),
         "jain": jain_index(rates.values),
@@ -101,6 +104,9 @@ def summarize_point(ds: xr.Dataset, standing_queue: float = STANDING_QUEUE
         "drops": float(ds.drops.isel(link=link).mean()),
         "window_mean": float(ds.cwnd.sel(time=steady).mean()),
         "paused": float(ds.pause.sel(time=steady).mean("time").max()) if "pause" in ds else 0.0,
+        "state": float(state.code),
+        "queue_swing": state.swing,
+        "cycle_period": state.period,
     }
 
 

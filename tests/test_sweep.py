@@ -21,6 +21,7 @@ from pathflow.metrics import below_since, default_warmup, queue_stats
 from pathflow.scenario import ScenarioError
 from pathflow.schema import SWEEP, check_dataset
 from pathflow.sweep import parse_flow_range, sweep_flows
+from pathflow.verdict import state_names
 
 
 def test_flow_ranges() -> None:
@@ -253,3 +254,6 @@ def test_the_default_sweep_is_seed_001s_rdma_incast(tmp_path: Path) -> None:
         assert float(ds.drops.max()) == 0
         assert float(ds.aggregate_throughput.sel(cc="dcqcn+", flows=80)) < 2 * 80 * 1e6 / 8
         assert float(ds.aggregate_throughput.sel(cc="dcqcn", flows=80)) > 0.5 * 10e9 / 8
+        # the mean-field DCQCN flows cycle (notebook 03), and the table says so
+        assert state_names(ds.state.sel(cc="dcqcn")).tolist() == ["oscillating"]
+    assert "state: oscillating at every N from 80 flows" in " ".join(result.output.split())

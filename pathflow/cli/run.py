@@ -35,8 +35,10 @@ if TYPE_CHECKING:
 
 
 def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
-    """Flows, busiest links, convergence and invariants of the steady window, as printed."""
+    """Flows, busiest links, convergence, the state it ends in and invariants of the steady
+    window, as printed."""
     from pathflow.metrics import summarize
+    from pathflow.verdict import verdict
 
     summary = summarize(ds)
     packet = scenario.packet_bytes
@@ -86,10 +88,12 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
                    else "did not settle within the run")
         console.print(f"Convergence: {settled} (rates within 10 %, queue on "
                       f"{convergence.link} within a band)")
+    state = verdict(ds)
+    console.print(f"State: {state.state} ({state.reason})")
     report = summary.invariants
     broken = [f"{name}: {v.detail}" for name, v in report.violations.items()]
-    verdict = "all hold" if report.ok else "VIOLATED: " + "; ".join(broken)
-    console.print(f"Invariants ({', '.join(report)}): {verdict}")
+    holds = "all hold" if report.ok else "VIOLATED: " + "; ".join(broken)
+    console.print(f"Invariants ({', '.join(report)}): {holds}")
 
 
 def _groups_table(groups: xr.Dataset) -> None:

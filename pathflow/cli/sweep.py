@@ -5,10 +5,12 @@ controls side by side. With no scenario it sweeps seed 001's RDMA incast with DC
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -149,34 +151,53 @@ def sweep(
 
 def _table(result: xr.Dataset, name: str, cc: str | None) -> Table:
     """Per flow count: throughput, fairness, queueing latency, the largest queue, seed 001's
-    convergence (time from which the queue stays below the standing-queue size), settling."""
+    convergence (time from which the queue stays below the standing-queue size) and the state
+    the point ends in; below, the states along the sweep in one line."""
+    from pathflow.verdict import state_names, state_runs
+
     title = f"{name}{f' with {cc}' if cc else ''}: sweep over flows"
     standing = format_bytes(float(result.attrs["standing_queue"]))
     idle = (result.bottleneck_utilization < 0.5).values  # a short queue there says little
+    states = state_names(result.state)
     table = Table(title=title, title_justify="left", box=None, pad_edge=False,
                   collapse_padding=True, header_style="bold underline",
-                  caption=f"latency: queueing delay at the bottleneck (mean, p99); converged: "
+                  caption=f"state: {state_runs(result.flows.values, result.state.values)}"
+                          + _cycles(result, states)
+                          + f"\nlatency: queueing delay at the bottleneck (mean, p99); converged: "
                           f"the queue stays below {standing} from then on (seed 001)"
                           + ("; *: the bottleneck is less than half used, an idle link rather "
                              "than a converged one" if idle.any() else "")
-                          + "; settled: rates and queue stay in the range they end in (a steady "
-                          "limit cycle counts as settled; metrics.convergence_time)",
+                          + "; state: settled, oscillating (a limit cycle), lossy (standing "
+                          "overflow), collapsed (a link under half used while it drops), "
+                          "unsettled (pathflow.verdict)",
                   caption_justify="left")
     paused = bool((result.paused > 0).any())  # a lossless network: how long PFC held links
     for column in ("flows", "throughput", "Jain", "latency", "p99", "queue max", "converged",
-                   "settled", *(["paused"] if paused else [])):
+                   "state", *(["paused"] if paused else [])):
         table.add_column(column, justify="right", no_wrap=True)
-
-    def time(value: float) -> str:
-        return format_time(value) if math.isfinite(value) else "no"
-
     for i, n in enumerate(result.flows.values):
         point = result.isel(flows=i)
+        below = float(point.below_standing)
         table.add_row(str(n), format_rate(float(point.aggregate_throughput)),
                       f"{float(point.jain):.2f}", format_time(float(point.latency_mean)),
                       format_time(float(point.latency_p99)),
                       format_bytes(float(point.queue_max)),
-                      time(float(point.below_standing)) + ("*" if idle[i] else ""),
-                      time(float(point.convergence_time)),
+                      (format_time(below) if math.isfinite(below) else "no")
+                      + ("*" if idle[i] else ""), str(states[i]),
                       *([f"{float(point.paused):.1%}"] if paused else []))
     return table
+
+
+def _cycles(result: xr.Dataset, states: np.ndarray) -> str:
+    """The oscillating points' period and swing ranges ("" if none oscillates)."""
+    cycling = states == "oscillating"
+    if not cycling.any():
+        return ""
+    return (f" (cycles of {_span(result.cycle_period.values[cycling], format_time)}, the queue "
+            f"swinging {_span(result.queue_swing.values[cycling], format_bytes)})")
+
+
+def _span(values: np.ndarray, show: Callable[[float], str]) -> str:
+    """"low to high" of `values` as `show` writes them (one value if they read the same)."""
+    low, high = show(float(values.min())), show(float(values.max()))
+    return low if low == high else f"{low} to {high}"
