@@ -22,7 +22,7 @@ over the time after warm-up:
 - ``unsettled``: none of the above: a queue that swings as much without repeating a cycle
   within the window (a cycle longer than half of it, such as a Reno sawtooth of seconds, or
   noise), or a run not settled before its last quarter (a drift, a slow recovery, or a run too
-  short to judge; `Verdict.reason` says which).
+  short to judge; `RunState.reason` says which).
 
 The thresholds are choices, not physics: half the capacity is the usual line between a loaded
 link and a collapsed one (the incast literature plots goodput against its collapse to a
@@ -46,7 +46,7 @@ import xarray as xr
 
 from pathflow.metrics import convergence_time, default_warmup
 
-__all__ = ["STATES", "Verdict", "bottleneck", "state_names", "state_runs", "verdict"]
+__all__ = ["STATES", "RunState", "bottleneck", "state_names", "state_runs", "verdict"]
 
 STATES = ("settled", "oscillating", "lossy", "collapsed", "unsettled")
 """The states, in the order of their codes in a sweep's `state` (0..4)."""
@@ -59,7 +59,7 @@ CYCLE_RELATIVE = 0.1
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RunState:
     """The state of a run (one of `STATES`) with what it rests on."""
 
     state: str
@@ -110,7 +110,7 @@ def _cycle(queue: np.ndarray) -> tuple[float, float]:
     return float(lag), float(acf[lag])
 
 
-def verdict(ds: xr.Dataset, warmup: float | None = None) -> Verdict:
+def verdict(ds: xr.Dataset, warmup: float | None = None) -> RunState:
     """The state `ds` (a result of either engine) ends in; see the module docstring."""
     warmup = default_warmup(ds) if warmup is None else warmup
     after = ds.time.values > warmup
@@ -125,8 +125,8 @@ def verdict(ds: xr.Dataset, warmup: float | None = None) -> Verdict:
     swing = float(np.percentile(high, 95) - np.percentile(low, 5)) if queue.size else 0.0
     dropping = at.drops.values > 0
 
-    def out(state: str, reason: str, period: float = math.nan) -> Verdict:
-        return Verdict(state, name, utilization, swing, period, reason)
+    def out(state: str, reason: str, period: float = math.nan) -> RunState:
+        return RunState(state, name, utilization, swing, period, reason)
 
     if dropping.any() and utilization < COLLAPSE_UTILIZATION:
         return out("collapsed", f"{name} carries {utilization:.0%} of its capacity while it "
