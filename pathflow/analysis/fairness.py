@@ -1,0 +1,175 @@
+"""Fairness of an allocation, and the allocations that fairness criteria and protocols predict
+(issue 12, item 3).
+
+Model
+-----
+A network is its routing matrix R (links x flows: the part of a flow's rate that crosses a
+link; 1 on each link of a single path) and its capacities c (bytes/s). An allocation is a rate
+x_f per flow (bytes/s) with R x <= c. Three predictions:
+
+- **Max-min fairness**: progressive filling (Bertsekas and Gallager, *Data Networks*, 6.5.2):
+  every unfrozen flow's rate rises together until a link fills; its flows freeze; repeat. Exact.
+- **Alpha-fairness** (Mo and Walrand 2000): the x maximising sum_f w_f U_alpha(x_f) subject to
+  R x <= c, with U_1 = log x (proportional fairness, Kelly 1997) and U_alpha = x^(1 - alpha) /
+  (1 - alpha); alpha -> infinity is max-min.
+- **A protocol's own allocation**, the optimum of its utility (Kelly, Maulloo and Tan 1998; Low
+  2003). Reno, whose loss rate p settles at 2 / (b x^2 T^2) (x in packets/s, T the round trip,
+  b the ACK ratio; the mean-field square-root law), maximises U(x) = -2 / (b T^2 x): alpha = 2
+  with weight 2 / (b T^2). DCTCP, DCQCN and the MPTCP family follow in later work (issue 12).
+
+The optimum is found on the dual (Low and Lapsley 1999): link prices p >= 0, a flow's price
+q_f = sum_l R_lf p_l, its demand x_f(q) = (w_f / q_f)^(1 / alpha), and the prices minimise
+sum_f (w_f U(x_f) - q_f x_f) + c . p, whose gradient is c - R x(p) (L-BFGS-B on log prices,
+bounded; converged when every link's load is within 1e-6 of its capacity or its price is 0).
+Rates are scaled to units of the largest capacity while solving, so the numbers stay near one.
+
+Scope and limitations
+---------------------
+Single-path flows (a multipath flow's subflows are its paths: refused for now, the MPTCP view
+is issue 12's). Flows that the solver runs once for many (`Problem.count`) count that many
+times. The protocol's allocation takes the round trips as given (`rtt`, s, per flow; default
+the base round trips): a queue adds to them, so compare with a simulation at its own mean
+round trips (`fairness_of`). Reno's law holds in the mean field, where losses are a
+probability; drop-tail sawtooths meet it only on average.
+
+Validated by tests/test_fairness.py: the parking lot's closed forms (max-min c/2; proportional
+c/(N+1) and Nc/(N+1); alpha = 2, c/(1 + sqrt N)), Reno's rates in inverse proportion to the
+round trip on a shared bottleneck, and the fluid Reno on a parking lot against its own utility
+optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.optimize
+import xarray as xr
+
+from pathflow.compile import compile_scenario
+from pathflow.metrics import jain_index, throughput
+from pathflow.scenario import Scenario
+
+__all__ = ["Network", "alpha_fair", "fairness_of", "max_min", "network_of", "reno_allocation"]
+
+
+@dataclass(frozen=True)
+class Network:
+    """What an allocation is judged on: routing (links x flows), capacities (bytes/s), and per
+    flow the number of identical flows it stands for."""
+
+    routing: np.ndarray
+    capacity: np.ndarray
+    count: np.ndarray
+
+    def load(self, rates: np.ndarray) -> np.ndarray:
+        """Bytes/s each link carries at per-flow `rates`."""
+        return self.routing @ (self.count * rates)
+
+
+def network_of(scenario: Scenario) -> tuple[Network, np.ndarray]:
+    """The scenario's network over the solver's controllers, and each flow's controller."""
+    compiled = compile_scenario(scenario)
+    problem = compiled.problem
+    controllers = np.asarray(problem.count).size
+    owner = np.asarray(problem.path_subflow)
+    subflows = np.bincount(np.asarray(problem.subflow_flow), minlength=controllers)
+    if np.bincount(owner, minlength=controllers).max() > 1 or subflows.max() > 1:
+        raise ValueError("fairness: a flow with several paths (multipath routing or MPTCP "
+                         "subflows) is not handled yet; route each flow on one path")
+    capacity = np.asarray(problem.queues.capacity, dtype=float)
+    links = capacity.size - 1  # the last is the solver's padding link
+    routing = np.zeros((links, controllers))
+    for path, hops in enumerate(np.asarray(problem.path_hops)):
+        real = hops[hops < links]
+        routing[real, owner[path]] += float(np.asarray(problem.path_weight)[path])
+    return (Network(routing, capacity[:links], np.asarray(problem.count, dtype=float)),
+            np.asarray(compiled.controller_of))
+
+
+def max_min(network: Network) -> np.ndarray:
+    """The max-min fair rates (bytes/s) by progressive filling."""
+    routing, capacity, count = network.routing, network.capacity, network.count
+    rates = np.zeros(count.size)
+    frozen = ~routing.any(axis=0)  # a flow crossing no link is unconstrained: left at 0
+    spare = capacity.astype(float).copy()
+    while not frozen.all():
+        growing = np.where(frozen, 0.0, count)
+        per_unit = routing @ growing  # load added per unit of common increase
+        active = per_unit > 0
+        step = float(np.min(spare[active] / per_unit[active]))
+        rates[~frozen] += step
+        spare -= step * per_unit
+        full = active & (spare <= 1e-12 * capacity)
+        frozen |= routing[full].any(axis=0)
+    return rates
+
+
+def alpha_fair(network: Network, alpha: float, weight: np.ndarray | None = None
+               ) -> np.ndarray:
+    """The rates (bytes/s) maximising sum_f count_f w_f U_alpha(x_f) under the capacities
+    (alpha > 0; 1: proportional fairness)."""
+    if not alpha > 0:
+        raise ValueError(f"alpha: must be > 0, got {alpha}")
+    weight = np.ones(network.count.size) if weight is None else np.asarray(weight, float)
+    scale = float(network.capacity.max())
+    routing, capacity, count = network.routing, network.capacity / scale, network.count
+    used = routing.any(axis=0)
+    w = weight * scale ** (alpha - 1)  # the same optimum in units of `scale`
+
+    def demand(log_price: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        price = routing.T @ np.exp(log_price)
+        return price, np.where(used, (w / np.maximum(price, 1e-300)) ** (1 / alpha), 0.0)
+
+    def dual(log_price: np.ndarray) -> tuple[float, np.ndarray]:
+        price, rates = demand(log_price)
+        utility = (w * np.log(np.maximum(rates, 1e-300)) if alpha == 1
+                   else w * rates ** (1 - alpha) / (1 - alpha))
+        value = float(np.sum(count * np.where(used, utility - price * rates, 0.0))
+                      + capacity @ np.exp(log_price))
+        gradient = (capacity - routing @ (count * rates)) * np.exp(log_price)
+        return value, gradient
+
+    start = np.zeros(capacity.size)
+    found = scipy.optimize.minimize(dual, start, jac=True, method="L-BFGS-B",
+                                    bounds=[(-60.0, 60.0)] * capacity.size,
+                                    options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 5000})
+    return demand(found.x)[1] * scale
+
+
+def reno_allocation(network: Network, rtt: np.ndarray, packet: float,
+                    ack_ratio: float = 1.0) -> np.ndarray:
+    """Reno's own allocation (bytes/s): the optimum of U(x) = -2 / (b T^2 x), x in packets/s,
+    per flow round trip `rtt` (s) and ACK ratio b."""
+    weight = 2.0 / (ack_ratio * np.asarray(rtt, float) ** 2)
+    return alpha_fair(Network(network.routing, network.capacity / packet, network.count), 2.0,
+                      weight) * packet
+
+
+def fairness_of(ds: xr.Dataset, scenario: Scenario, warmup: float | None = None
+                ) -> xr.Dataset:
+    """A simulated allocation (either engine's result `ds` of `scenario`) beside the max-min
+    and proportionally fair ones and, for Reno, Reno's own at the run's mean round trips;
+    per flow (bytes/s) and, for each, Jain's index and the distance from the simulated rates
+    (mean absolute difference over the mean simulated rate)."""
+    network, controller = network_of(scenario)
+    simulated = throughput(ds, warmup).values
+    predictions = {"max_min": max_min(network)[controller],
+                   "proportional": alpha_fair(network, 1.0)[controller]}
+    transport = scenario.si.transport
+    if transport.cc == "reno":
+        after = ds.time > (ds.attrs.get("warmup_s", 0.0) if warmup is None else warmup)
+        rtt_flow = ds.rtt.sel(time=after).mean("time").values
+        rtt = np.zeros(network.count.size)
+        rtt[controller[ds.subflow_flow.values]] = rtt_flow
+        predictions["reno"] = reno_allocation(network, rtt, transport.mss,
+                                              transport.parameters["ack_ratio"])[controller]
+    out = xr.Dataset({"simulated": ("flow", simulated, {"units": "bytes/s"})},
+                     coords={"flow": ds.flow.values})
+    scale = float(np.mean(simulated)) or math.nan
+    for name, rates in predictions.items():
+        out[name] = ("flow", rates, {"units": "bytes/s"})
+        out.attrs[f"distance_{name}"] = float(np.mean(np.abs(simulated - rates)) / scale)
+    out.attrs["jain"] = jain_index(simulated)
+    return out

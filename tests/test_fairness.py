@@ -1,0 +1,109 @@
+"""Fairness criteria and protocols' own allocations (pathflow.analysis.fairness) against closed
+forms, and the fluid Reno against the optimum of its utility."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pathflow
+from pathflow import Scenario
+from pathflow.analysis.fairness import (
+    Network,
+    alpha_fair,
+    fairness_of,
+    max_min,
+    network_of,
+    reno_allocation,
+)
+
+C = 10e6  # bytes/s
+
+
+def parking_lot_routing(links: int) -> np.ndarray:
+    """Flow 0 crosses every link; flow i (1..N) crosses link i - 1 alone."""
+    routing = np.zeros((links, links + 1))
+    routing[:, 0] = 1.0
+    routing[np.arange(links), np.arange(1, links + 1)] = 1.0
+    return routing
+
+
+@pytest.mark.parametrize("links", [1, 2, 3, 5])
+def test_parking_lot_closed_forms(links: int) -> None:
+    """Max-min: every flow c/2. Proportional: the long flow c/(N+1), each short one N c/(N+1).
+    Alpha = 2 (equal weights): x_short = sqrt(N) x_long, so x_long = c/(1 + sqrt N)."""
+    network = Network(parking_lot_routing(links), np.full(links, C), np.ones(links + 1))
+    np.testing.assert_allclose(max_min(network), C / 2, rtol=1e-12)
+    proportional = alpha_fair(network, 1.0)
+    assert proportional[0] == pytest.approx(C / (links + 1), rel=1e-6)
+    np.testing.assert_allclose(proportional[1:], links * C / (links + 1), rtol=1e-6)
+    assert alpha_fair(network, 2.0)[0] == pytest.approx(C / (1 + math.sqrt(links)), rel=1e-6)
+
+
+def test_max_min_with_unequal_links_and_counts() -> None:
+    """Link A (1 MB/s) carries flows 0, 1, 2; link B (10 MB/s) flows 2 and 3: flows 0..2 get
+    1/3 MB/s, flow 3 the rest of B. Counts: flow 0 standing for two flows leaves 1/4 each."""
+    routing = np.array([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+    capacity = np.array([1e6, 10e6])
+    np.testing.assert_allclose(max_min(Network(routing, capacity, np.ones(4))),
+                               [1e6 / 3, 1e6 / 3, 1e6 / 3, 10e6 - 1e6 / 3], rtol=1e-12)
+    counted = max_min(Network(routing, capacity, np.array([2.0, 1.0, 1.0, 1.0])))
+    np.testing.assert_allclose(counted, [0.25e6, 0.25e6, 0.25e6, 9.75e6], rtol=1e-12)
+
+
+def test_reno_shares_in_inverse_proportion_to_the_round_trip() -> None:
+    """Two Reno flows on one bottleneck: x1 / x2 = T2 / T1 (the square-root law), the link
+    full."""
+    network = Network(np.ones((1, 2)), np.array([1.25e9]), np.ones(2))
+    rates = reno_allocation(network, np.array([100e-6, 300e-6]), packet=1500.0)
+    assert rates[0] / rates[1] == pytest.approx(3.0, rel=1e-6)
+    assert rates.sum() == pytest.approx(1.25e9, rel=1e-6)
+
+
+def test_bad_alpha_and_multipath_are_refused() -> None:
+    network = Network(np.ones((1, 1)), np.array([C]), np.ones(1))
+    with pytest.raises(ValueError, match="alpha: must be > 0"):
+        alpha_fair(network, 0.0)
+    star = Scenario.from_dict({"topology": {"kind": "star", "senders": 2},
+                               "transport": {"cc": "lia", "subflows": 2}})
+    with pytest.raises(ValueError, match="several paths"):
+        network_of(star)
+
+
+def _parking_lot(folder: Path, links: int) -> Scenario:
+    """A chain of `links` 100 Mb/s, 1 ms links; a long Reno flow across all, one short flow per
+    link; RED with ECN (the mean-field setting of Misra et al. 2000); 20 s, the last 10 judged."""
+    fast = "10Gbps,10us,1000pkt"
+    rows = ["src,dst,link_rate,delay,buffer", f"L0,S0,{fast}", f"L1,S{links},{fast}"]
+    hosts, pairs = ["L0", "L1"], [[0, 1]]
+    for i in range(links):
+        rows += [f"S{i},S{i + 1},100Mbps,1ms,1000pkt", f"a{i},S{i},{fast}",
+                 f"b{i},S{i + 1},{fast}"]
+        hosts += [f"a{i}", f"b{i}"]
+        pairs.append([2 + 2 * i, 3 + 2 * i])
+    (folder / "edges.csv").write_text("\n".join(rows) + "\n")
+    return Scenario.from_dict({
+        "topology": {"kind": "graph", "edges": "edges.csv", "hosts": hosts},
+        "aqm": {"kind": "red", "min": "20pkt", "max": "400pkt", "pmax": 0.1, "weight": 0.002,
+                "ecn": True},
+        "traffic": {"pattern": "explicit", "pairs": pairs},
+        "transport": {"cc": "reno", "reaction": "mean"},
+        "run": {"duration": "20s", "warmup": "10s"}}, base_dir=folder)
+
+
+@pytest.mark.parametrize("links", [2, 3])
+def test_fluid_reno_on_a_parking_lot_is_its_utility_optimum(tmp_path: Path, links: int) -> None:
+    """Kelly and Low: Reno's equilibrium maximises sum -2 / (T^2 x) under the capacities. The
+    fluid Reno's rates, at its own round trips, are that optimum (found by a convex solver on
+    the routing alone) within 1 %, and far from max-min and proportional fairness, which it
+    is not (the long flow pays on every link)."""
+    scenario = _parking_lot(tmp_path, links)
+    result = fairness_of(pathflow.simulate(scenario), scenario)
+    assert result.attrs["distance_reno"] < 0.01
+    assert result.attrs["distance_proportional"] > 0.05
+    assert result.attrs["distance_max_min"] > 0.3
+    long, short = result.simulated.values[0], result.simulated.values[1:]
+    assert long < short.min()
