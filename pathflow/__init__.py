@@ -16,8 +16,9 @@ jax.config.update("jax_enable_x64", True)
 
 __version__ = "0.1.0"
 
-from pathflow import metrics  # noqa: E402
+from pathflow import metrics, verdict  # noqa: E402
 from pathflow.scenario import Scenario, ScenarioError, load_scenario  # noqa: E402
 from pathflow.simulate import simulate  # noqa: E402
 
-__all__ = ["Scenario", "ScenarioError", "__version__", "load_scenario", "metrics", "simulate"]
+__all__ = ["Scenario", "ScenarioError", "__version__", "load_scenario", "metrics", "simulate",
+           "verdict"]
