@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 import pathflow
-from pathflow import Scenario
+from pathflow import Scenario, ScenarioError
 from pathflow.analysis.fairness import (
     Network,
     alpha_fair,
@@ -19,6 +20,7 @@ from pathflow.analysis.fairness import (
     network_of,
     reno_allocation,
 )
+from pathflow.cli import app
 
 C = 10e6  # bytes/s
 
@@ -69,7 +71,7 @@ def test_bad_alpha_and_multipath_are_refused() -> None:
         alpha_fair(network, 0.0)
     star = Scenario.from_dict({"topology": {"kind": "star", "senders": 2},
                                "transport": {"cc": "lia", "subflows": 2}})
-    with pytest.raises(ValueError, match="several paths"):
+    with pytest.raises(ScenarioError, match="several paths"):
         network_of(star)
 
 
@@ -107,3 +109,18 @@ def test_fluid_reno_on_a_parking_lot_is_its_utility_optimum(tmp_path: Path, link
     assert result.attrs["distance_max_min"] > 0.3
     long, short = result.simulated.values[0], result.simulated.values[1:]
     assert long < short.min()
+
+
+def test_analyze_prints_the_predictions_and_refuses_multipath(tmp_path: Path) -> None:
+    """`pathflow analyze`: the parking lot's long flow at max-min 50 Mb/s and proportional
+    33.3 Mb/s (the closed forms: c/2, c/3); a multipath scenario is one line with exit code 2."""
+    scenario = _parking_lot(tmp_path, 2)
+    (tmp_path / "lot.toml").write_text(scenario.to_toml())
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "lot.toml")])
+    assert result.exit_code == 0, result.output
+    long = next(line for line in result.output.splitlines() if "L0 -> L1" in line)
+    assert "50 Mb/s" in long and "33.3 Mb/s" in long
+    (tmp_path / "mp.toml").write_text('[topology]\nkind = "star"\nsenders = 2\n'
+                                      '[transport]\ncc = "lia"\nsubflows = 2\n')
+    refused = CliRunner().invoke(app, ["analyze", str(tmp_path / "mp.toml")])
+    assert refused.exit_code == 2 and refused.output.count("\n") == 1, refused.output

@@ -49,7 +49,7 @@ import xarray as xr
 
 from pathflow.compile import compile_scenario
 from pathflow.metrics import jain_index, throughput
-from pathflow.scenario import Scenario
+from pathflow.scenario import Scenario, ScenarioError
 
 __all__ = ["Network", "alpha_fair", "fairness_of", "max_min", "network_of", "reno_allocation"]
 
@@ -57,35 +57,43 @@ __all__ = ["Network", "alpha_fair", "fairness_of", "max_min", "network_of", "ren
 @dataclass(frozen=True)
 class Network:
     """What an allocation is judged on: routing (links x flows), capacities (bytes/s), and per
-    flow the number of identical flows it stands for."""
+    flow the number of identical flows it stands for and its base round trip (s; nan where
+    not known)."""
 
     routing: np.ndarray
     capacity: np.ndarray
     count: np.ndarray
+    base_rtt: np.ndarray | None = None
 
     def load(self, rates: np.ndarray) -> np.ndarray:
         """Bytes/s each link carries at per-flow `rates`."""
         return self.routing @ (self.count * rates)
 
 
-def network_of(scenario: Scenario) -> tuple[Network, np.ndarray]:
-    """The scenario's network over the solver's controllers, and each flow's controller."""
+def network_of(scenario: Scenario) -> tuple[Network, np.ndarray, list[str]]:
+    """The scenario's network over the solver's controllers, each flow's controller, and each
+    flow's "src->dst"."""
     compiled = compile_scenario(scenario)
     problem = compiled.problem
     controllers = np.asarray(problem.count).size
     owner = np.asarray(problem.path_subflow)
     subflows = np.bincount(np.asarray(problem.subflow_flow), minlength=controllers)
     if np.bincount(owner, minlength=controllers).max() > 1 or subflows.max() > 1:
-        raise ValueError("fairness: a flow with several paths (multipath routing or MPTCP "
-                         "subflows) is not handled yet; route each flow on one path")
+        raise ScenarioError("routing.mode / transport.subflows: a flow with several paths "
+                            "(spraying, MPTCP subflows) is not analysed yet; route each flow "
+                            "on one path (ecmp, shortest, explicit)")
     capacity = np.asarray(problem.queues.capacity, dtype=float)
     links = capacity.size - 1  # the last is the solver's padding link
     routing = np.zeros((links, controllers))
     for path, hops in enumerate(np.asarray(problem.path_hops)):
         real = hops[hops < links]
         routing[real, owner[path]] += float(np.asarray(problem.path_weight)[path])
-    return (Network(routing, capacity[:links], np.asarray(problem.count, dtype=float)),
-            np.asarray(compiled.controller_of))
+    base_rtt = np.full(controllers, np.nan)
+    base_rtt[owner] = np.asarray(problem.path_base_rtt, dtype=float)
+    network = Network(routing, capacity[:links], np.asarray(problem.count, dtype=float),
+                      base_rtt)
+    names = [f"{flow.src}->{flow.dst}" for flow in compiled.routes.flows]
+    return network, np.asarray(compiled.controller_of), names
 
 
 def max_min(network: Network) -> np.ndarray:
@@ -143,8 +151,8 @@ def reno_allocation(network: Network, rtt: np.ndarray, packet: float,
     """Reno's own allocation (bytes/s): the optimum of U(x) = -2 / (b T^2 x), x in packets/s,
     per flow round trip `rtt` (s) and ACK ratio b."""
     weight = 2.0 / (ack_ratio * np.asarray(rtt, float) ** 2)
-    return alpha_fair(Network(network.routing, network.capacity / packet, network.count), 2.0,
-                      weight) * packet
+    in_packets = Network(network.routing, network.capacity / packet, network.count)
+    return alpha_fair(in_packets, 2.0, weight) * packet
 
 
 def fairness_of(ds: xr.Dataset, scenario: Scenario, warmup: float | None = None
@@ -153,7 +161,7 @@ def fairness_of(ds: xr.Dataset, scenario: Scenario, warmup: float | None = None
     and proportionally fair ones and, for Reno, Reno's own at the run's mean round trips;
     per flow (bytes/s) and, for each, Jain's index and the distance from the simulated rates
     (mean absolute difference over the mean simulated rate)."""
-    network, controller = network_of(scenario)
+    network, controller, _ = network_of(scenario)
     simulated = throughput(ds, warmup).values
     predictions = {"max_min": max_min(network)[controller],
                    "proportional": alpha_fair(network, 1.0)[controller]}

@@ -1,4 +1,4 @@
-"""The `pathflow` command: run a scenario, sweep flow counts, validate, calibrate.
+"""The `pathflow` command: run a scenario, sweep flow counts, validate, calibrate, analyze.
 
 Errors in the user's input print one line naming the field and what is allowed, and exit with
 code 2; nothing already computed is lost (a sweep writes its finished points before it stops).
@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from pathflow import __version__
-from pathflow.cli import calibrate, run, sweep, validate
+from pathflow.cli import analyze, calibrate, run, sweep, validate
 from pathflow.cli.console import console, show_warning
 from pathflow.vocabulary import REFERENCE
 
@@ -49,6 +49,7 @@ app.command(epilog=REFERENCE)(run.run)
 app.command()(sweep.sweep)
 app.command()(validate.validate)
 app.command()(calibrate.calibrate)
+app.command()(analyze.analyze)
 
 
 def main() -> None:
