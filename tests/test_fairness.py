@@ -21,6 +21,7 @@ from pathflow.analysis.fairness import (
     reno_allocation,
 )
 from pathflow.cli import app
+from pathflow.compile import compile_scenario
 
 C = 10e6  # bytes/s
 
@@ -72,7 +73,7 @@ def test_bad_alpha_and_multipath_are_refused() -> None:
     star = Scenario.from_dict({"topology": {"kind": "star", "senders": 2},
                                "transport": {"cc": "lia", "subflows": 2}})
     with pytest.raises(ScenarioError, match="several paths"):
-        network_of(star)
+        network_of(compile_scenario(star))
 
 
 def _parking_lot(folder: Path, links: int) -> Scenario:

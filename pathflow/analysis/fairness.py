@@ -47,7 +47,7 @@ import numpy as np
 import scipy.optimize
 import xarray as xr
 
-from pathflow.compile import compile_scenario
+from pathflow.compile import Compiled, compile_scenario
 from pathflow.metrics import jain_index, throughput
 from pathflow.scenario import Scenario, ScenarioError
 
@@ -70,10 +70,9 @@ class Network:
         return self.routing @ (self.count * rates)
 
 
-def network_of(scenario: Scenario) -> tuple[Network, np.ndarray, list[str]]:
-    """The scenario's network over the solver's controllers, each flow's controller, and each
-    flow's "src->dst"."""
-    compiled = compile_scenario(scenario)
+def network_of(compiled: Compiled) -> tuple[Network, np.ndarray, list[str]]:
+    """A compiled scenario's network over the solver's controllers, each flow's controller,
+    and each flow's "src->dst"."""
     problem = compiled.problem
     controllers = np.asarray(problem.count).size
     owner = np.asarray(problem.path_subflow)
@@ -161,7 +160,7 @@ def fairness_of(ds: xr.Dataset, scenario: Scenario, warmup: float | None = None
     and proportionally fair ones and, for Reno, Reno's own at the run's mean round trips;
     per flow (bytes/s) and, for each, Jain's index and the distance from the simulated rates
     (mean absolute difference over the mean simulated rate)."""
-    network, controller, _ = network_of(scenario)
+    network, controller, _ = network_of(compile_scenario(scenario))
     simulated = throughput(ds, warmup).values
     predictions = {"max_min": max_min(network)[controller],
                    "proportional": alpha_fair(network, 1.0)[controller]}

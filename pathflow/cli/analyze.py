@@ -1,18 +1,20 @@
 """`pathflow analyze`: what a scenario's network predicts before anything is simulated: each
-flow's max-min and proportionally fair rate and, for Reno, the optimum of Reno's utility at the
-base round trips (`pathflow.analysis.fairness`)."""
+flow's max-min and proportionally fair rate; for Reno, the optimum of Reno's utility at the base
+round trips and, on RED links with the mean-field reaction, the model's rest state
+(`pathflow.analysis`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich.table import Table
 
 from pathflow.cli.console import console, setup_jax, user_errors
-from pathflow.scenario import load_scenario
-from pathflow.units import format_rate
+from pathflow.scenario import Scenario, load_scenario
+from pathflow.units import format_bytes, format_rate
 
 
 def analyze(
@@ -21,29 +23,48 @@ def analyze(
 ) -> None:
     """Predict each flow's rate from the network alone, in a second: max-min fair, proportionally
     fair and, for Reno, its own allocation (the optimum of -2 / (b T^2 x) at the base round
-    trips: queues lengthen them, so a run's rates sit between this and proportional fairness
-    where round trips differ). Single-path flows."""
+    trips; queues lengthen them) and, with reaction = "mean" on RED links, the model's rest
+    state (rates at the round trips its queues make, and those queues). Single-path flows."""
     with user_errors():
         setup_jax(1)
-        from pathflow.analysis.fairness import alpha_fair, max_min, network_of, reno_allocation
-
         scenario = load_scenario(scenario_file)
-        network, controller, names = network_of(scenario)
-        columns = {"max-min": max_min(network), "proportional": alpha_fair(network, 1.0)}
-        transport = scenario.si.transport
-        if transport.cc == "reno":
-            assert network.base_rtt is not None
-            columns["Reno (base RTT)"] = reno_allocation(network, network.base_rtt,
-                                                         transport.mss,
-                                                         transport.parameters["ack_ratio"])
+        names, columns, queues = _predictions(scenario)
     table = Table(title=f"{scenario.name}: rates predicted from the network alone",
                   title_justify="left")
     for column in ("flow", "src -> dst", *columns):
         table.add_column(column, justify="left" if column in ("flow", "src -> dst") else "right")
-    shown = min(controller.size, 20)
+    shown = min(len(names), 20)
     for flow in range(shown):
         table.add_row(str(flow), names[flow].replace("->", " -> "),
-                      *(format_rate(float(rates[controller[flow]])) for rates in columns.values()))
-    if controller.size > shown:
-        table.add_row("...", f"{controller.size} flows", *("" for _ in columns))
+                      *(format_rate(float(rates[flow])) for rates in columns.values()))
+    if len(names) > shown:
+        table.add_row("...", f"{len(names)} flows", *("" for _ in columns))
     console.print(table)
+    if queues:
+        console.print("Rest state's queues: " + ", ".join(f"{name} {format_bytes(q)}"
+                                                          for name, q in queues.items()))
+
+
+def _predictions(scenario: Scenario) -> tuple[list[str], dict[str, np.ndarray],
+                                                 dict[str, float]]:
+    """Per flow: its "src->dst" and each prediction's rate (bytes/s); the rest state's
+    non-empty queues (bytes) by link, where it has one."""
+    from pathflow.analysis.equilibrium import equilibrium
+    from pathflow.analysis.fairness import alpha_fair, max_min, network_of, reno_allocation
+    from pathflow.compile import compile_scenario
+
+    network, controller, names = network_of(compile_scenario(scenario))
+    columns = {"max-min": max_min(network)[controller],
+               "proportional": alpha_fair(network, 1.0)[controller]}
+    transport, queues = scenario.si.transport, {}
+    if transport.cc == "reno":
+        assert network.base_rtt is not None
+        columns["Reno (base RTT)"] = reno_allocation(
+            network, network.base_rtt, transport.mss, transport.parameters["ack_ratio"]
+        )[controller]
+        if transport.parameters.get("reaction") == "mean" and scenario.si.aqm.kind == "red":
+            rest = equilibrium(scenario)
+            columns["rest state"] = rest.rate.values
+            queues = {str(link): float(q) for link, q in zip(rest.link.values, rest.queue.values,
+                                                            strict=True) if q > 0}
+    return names, columns, queues
