@@ -1,5 +1,5 @@
-"""The rest state of Reno networks (pathflow.analysis.equilibrium) against a closed form, the
-fluid simulation and the utility optimum."""
+"""The rest state of Reno and DCQCN networks (pathflow.analysis.equilibrium) against closed
+forms, the fluid simulation and the utility optimum."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from pathflow import Scenario, ScenarioError
 from pathflow.analysis.equilibrium import equilibrium
 from pathflow.analysis.fairness import network_of, reno_allocation
 from pathflow.compile import compile_scenario
+from pathflow.validation.cases.dcqcn import fixed_point as dcqcn_fixed_point
+from pathflow.validation.cases.dcqcn import incast as dcqcn_incast
 from tests.test_fairness import _parking_lot
 
 RED = {"kind": "red", "min": "20pkt", "max": "400pkt", "pmax": 0.1, "weight": 0.002,
@@ -78,3 +80,21 @@ def test_what_has_no_rest_point_is_refused() -> None:
     droptail = _star(2, 1).with_updates({"aqm": {"kind": "droptail"}})
     with pytest.raises(ScenarioError, match=r"aqm\.kind"):
         equilibrium(droptail)
+
+
+@pytest.mark.parametrize("flows", [2, 10])
+def test_dcqcn_fixed_point_on_one_link(flows: int) -> None:
+    """DCQCN at 40 Gb/s (conext2016): the network solver's rest state is the scalar root of
+    validation/cases/dcqcn.py (p from alpha a^2 = tau^2 R_AI R_C (c + e)(b + d) at R_C = C/N,
+    the queue from the marking line), solved the other way round (R_C from p, the queue from
+    the link's complementarity); the simulation settles there at N = 2 (Zhu et al.: stable)."""
+    scenario = dcqcn_incast(flows)
+    rest, expected = equilibrium(scenario), dcqcn_fixed_point(flows)
+    np.testing.assert_allclose(rest.rate.values, expected["rate"], rtol=1e-9)
+    assert float(rest.queue.max()) == pytest.approx(expected["queue"], rel=1e-6)
+    assert float(rest.probability.max()) == pytest.approx(expected["p"], rel=1e-6)
+    if flows == 2:
+        ds = pathflow.simulate(scenario)
+        steady = ds.sel(time=ds.time > 0.1)
+        assert float(steady.queue.max("link").mean()) == pytest.approx(
+            float(rest.queue.max()), rel=0.02)

@@ -1,7 +1,6 @@
 """`pathflow analyze`: what a scenario's network predicts before anything is simulated: each
 flow's max-min and proportionally fair rate; for Reno, the optimum of Reno's utility at the base
-round trips and, on RED links with the mean-field reaction, the model's rest state
-(`pathflow.analysis`)."""
+round trips; and the model's rest state where it has one (`pathflow.analysis`)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import typer
 from rich.table import Table
 
 from pathflow.cli.console import console, setup_jax, user_errors
-from pathflow.scenario import Scenario, load_scenario
+from pathflow.scenario import Scenario, ScenarioError, load_scenario
 from pathflow.units import format_bytes, format_rate
 
 
@@ -22,9 +21,10 @@ def analyze(
                                                   help="Scenario file (see run --help).")],
 ) -> None:
     """Predict each flow's rate from the network alone, in a second: max-min fair, proportionally
-    fair and, for Reno, its own allocation (the optimum of -2 / (b T^2 x) at the base round
-    trips; queues lengthen them) and, with reaction = "mean" on RED links, the model's rest
-    state (rates at the round trips its queues make, and those queues). Single-path flows."""
+    fair, for Reno its own allocation (the optimum of -2 / (b T^2 x) at the base round trips;
+    queues lengthen them) and, where the model has one (Reno with reaction = "mean", DCQCN, on
+    RED or DCQCN marking), its rest state: rates and the queues that hold them. Single-path
+    flows."""
     with user_errors():
         setup_jax(1)
         scenario = load_scenario(scenario_file)
@@ -40,15 +40,12 @@ def analyze(
     if len(names) > shown:
         table.add_row("...", f"{len(names)} flows", *("" for _ in columns))
     console.print(table)
-    if queues:
-        console.print("Rest state's queues: " + ", ".join(f"{name} {format_bytes(q)}"
-                                                          for name, q in queues.items()))
+    console.print(f"Rest state: {queues}")
 
 
-def _predictions(scenario: Scenario) -> tuple[list[str], dict[str, np.ndarray],
-                                                 dict[str, float]]:
+def _predictions(scenario: Scenario) -> tuple[list[str], dict[str, np.ndarray], str]:
     """Per flow: its "src->dst" and each prediction's rate (bytes/s); the rest state's
-    non-empty queues (bytes) by link, where it has one."""
+    non-empty queues, or why there is none, in words."""
     from pathflow.analysis.equilibrium import equilibrium
     from pathflow.analysis.fairness import alpha_fair, max_min, network_of, reno_allocation
     from pathflow.compile import compile_scenario
@@ -56,15 +53,18 @@ def _predictions(scenario: Scenario) -> tuple[list[str], dict[str, np.ndarray],
     network, controller, names = network_of(compile_scenario(scenario))
     columns = {"max-min": max_min(network)[controller],
                "proportional": alpha_fair(network, 1.0)[controller]}
-    transport, queues = scenario.si.transport, {}
+    transport = scenario.si.transport
     if transport.cc == "reno":
         assert network.base_rtt is not None
         columns["Reno (base RTT)"] = reno_allocation(
             network, network.base_rtt, transport.mss, transport.parameters["ack_ratio"]
         )[controller]
-        if transport.parameters.get("reaction") == "mean" and scenario.si.aqm.kind == "red":
-            rest = equilibrium(scenario)
-            columns["rest state"] = rest.rate.values
-            queues = {str(link): float(q) for link, q in zip(rest.link.values, rest.queue.values,
-                                                            strict=True) if q > 0}
-    return names, columns, queues
+    try:
+        rest = equilibrium(scenario)
+    except ScenarioError as why:  # the table stands without it; say why it is missing
+        return names, columns, f"none derived ({why})"
+    columns["rest state"] = rest.rate.values
+    loaded = rest.queue.values > 0
+    queues = ", ".join(f"{link} {format_bytes(float(q))}" for link, q in
+                       zip(rest.link.values[loaded], rest.queue.values[loaded], strict=True))
+    return names, columns, queues or "no queue"
