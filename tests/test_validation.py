@@ -25,6 +25,11 @@ KNOWN_FAILURES = {
                          "permutation meets three flows at agg0_1->core1_0, where ns-3's queue "
                          "swings 13..35 packets around a 23-packet mean, both pathflow engines "
                          "about 27..29 (open: issue 11)",
+    "fluid_packet_incast80": "with SACK no packet-level Reno flow times out any more, so its "
+                             "rows are claimed; all pass but the per-flow shares: 80 drop-tail "
+                             "Reno flows spread 17.6 % (Jain 0.95) over the 0.4 s steady window, "
+                             "about 5 loss cycles per flow, against the claim's 10 % (a 2 s run: "
+                             "10.9 %; NewReno 21.5 % and 12.1 %) (issue 11)",
     "dcqcn_testbed": "the fluid DCQCN fitted to the seed 001 testbed's table grows its queue "
                      "smoothly with N and does not collapse at 720 flows (the testbed fills "
                      "its 5.1 MB buffer); the measured latency, which rises far less than the "

@@ -94,14 +94,10 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         for name in ("cwnd", "ssthresh", "slow_start"):
             variables[name] = np.where(is_dcqcn, np.nan, variables[name])
     extra: dict[str, Field] = {}
-    for name, column, meaning in (
-            ("timeouts", L.RS_TIMEOUTS, "retransmission timeouts so far (cumulative)"),
-            ("recoveries", L.RS_RECOVERIES, "fast recoveries so far (cumulative)")):
-        variables[name] = rs[:, :, column]  # window-based senders and DCQCN's repairs alike
-        extra[name] = Field(("time", "subflow"), "1", meaning)
+    # loss repair (pathflow.schema): window-based senders and DCQCN's repairs alike
+    variables["timeouts"] = rs[:, :, L.RS_TIMEOUTS]
+    variables["recoveries"] = rs[:, :, L.RS_RECOVERIES]
     variables["resent"] = rs[:, :, L.RS_RESENT]
-    extra["resent"] = Field(("time", "subflow"), "bytes",
-                            "data bytes sent again so far (retransmissions; in send_rate too)")
     is_olia = si[:, L.SI_CC] == L.CC_OLIA
     if np.any(is_olia):
         for name, column, meaning in (
