@@ -110,6 +110,10 @@ class ResolvedTransport:
     parameters: Mapping[str, Any]  # the congestion control's, in the units its model receives
     subflows: int = 1  # per connection (MPTCP); 1 for single-path TCP
     path_manager: str = "ndiffports"  # how an MPTCP connection's subflows find their paths
+    # the hosts' TCP stack (packet engine and ns-3; the fluid model has no timeouts yet)
+    sack: bool = True  # SACK with RFC 6675 recovery; False: NewReno
+    rto_min: float = 0.2  # s, lower bound of the retransmission timeout
+    delayed_ack_timeout: float = 0.04  # s, delayed-ACK timer
 
 
 @dataclass(frozen=True)

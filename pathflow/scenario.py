@@ -206,6 +206,10 @@ class Transport(_Open):
     mss: Size = "1500B"
     subflows: int = Field(1, ge=1, le=64)
     path_manager: Literal["ndiffports", "fullmesh"] = "ndiffports"
+    # the hosts' TCP stack, one per scenario (`_STACK_KEYS`; `_stack` resolves and checks them)
+    sack: bool = True
+    rto_min: Time = "200ms"
+    delayed_ack_timeout: Time | None = None
 
 
 class ExplicitPath(_Section):
@@ -384,6 +388,10 @@ def _run(run: Run, duration: float) -> ResolvedRun:
 
 _TRAFFIC_KEYS = tuple(key for key in Traffic.model_fields if key != "groups")
 _TRANSPORT_KEYS = tuple(Transport.model_fields)
+# [transport] keys that hold for the whole scenario (one packet size, one host TCP stack)
+_STACK_KEYS = ("mss", "sack", "rto_min", "delayed_ack_timeout")
+RTO_MAX = 60.0  # s: RFC 6298 (2.5) allows an upper bound of at least 60 s; rto_min stays below
+DELAYED_ACK_MAX = 0.5  # s: RFC 5681 (4.2): an ACK must be sent within 500 ms of a segment
 
 
 def _control(cc: str, where: str) -> CongestionControl:
@@ -409,6 +417,8 @@ def _groups(spec: _ScenarioModel) -> list[tuple[str, Traffic, Transport]]:
     for i, group in enumerate(traffic.groups):
         where = f"traffic.groups[{i}]"
         for key, why in (("mss", "one packet size per scenario; set it in [transport]"),
+                         *((key, "one TCP stack per scenario; set it in [transport]")
+                           for key in _STACK_KEYS if key != "mss"),
                          ("groups", "groups do not nest")):
             if key in group:
                 raise ScenarioError(f"{where}.{key}: {why}")
@@ -458,10 +468,28 @@ def _transport(transport: Transport, mss: float, where: str, link_rate: float
                             f"pair, which needs a multipath cc ({multipath_controls()}); "
                             f"{transport.cc!r} runs one subflow per flow")
     fixed = _TRANSPORT_KEYS if where == "transport" else (
-        *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key != "mss"))
+        *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key not in _STACK_KEYS))
     values = _parameters(control.model, transport.declared(), where, mss, fixed, link_rate)
     return ResolvedTransport(cc=transport.cc, mss=mss, parameters=values,
-                             subflows=transport.subflows, path_manager=transport.path_manager)
+                             subflows=transport.subflows, path_manager=transport.path_manager,
+                             **_stack(transport))
+
+
+def _stack(transport: Transport) -> dict[str, Any]:
+    """The host TCP stack's keys resolved: `rto_min` in (0, 60 s]; `delayed_ack_timeout` in
+    (0, 500 ms], by default min(40 ms, rto_min / 5) (Linux's delayed-ACK minimum; a timer as
+    long as the RTO would let a one-segment window wait for it every round trip)."""
+    rto_min = _quantity(parse_time, transport.rto_min, "transport.rto_min")
+    if not 0 < rto_min <= RTO_MAX:
+        raise ScenarioError(f"transport.rto_min: {transport.rto_min} must be > 0 and at most "
+                            f"{RTO_MAX:g}s (the RTO's upper bound)")
+    text = transport.delayed_ack_timeout
+    timeout = (min(0.04, rto_min / 5) if text is None
+               else _quantity(parse_time, text, "transport.delayed_ack_timeout"))
+    if not 0 < timeout <= DELAYED_ACK_MAX:
+        raise ScenarioError(f"transport.delayed_ack_timeout: {text} must be > 0 and at most "
+                            "500ms (RFC 5681)")
+    return {"sack": transport.sack, "rto_min": rto_min, "delayed_ack_timeout": timeout}
 
 
 def _red_ecn(aqm_values: dict[str, Any], groups: tuple[ResolvedGroup, ...]) -> None:

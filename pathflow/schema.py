@@ -155,6 +155,10 @@ _VARIABLES = {
                                              "window reduction (fluid per-window reaction)"),
     "lost": Field(_PER_SUBFLOW, "packets", "packets of the subflow dropped so far (data and its "
                                            "ACKs)"),
+    "timeouts": Field(_PER_SUBFLOW, "1", "retransmission timeouts so far (packet level)"),
+    "recoveries": Field(_PER_SUBFLOW, "1", "fast recoveries so far (packet level)"),
+    "resent": Field(_PER_SUBFLOW, "bytes", "data bytes sent again so far (retransmissions, "
+                                           "also in send_rate; packet level)"),
     # the run
     "dt": Field(("time",), "s", "integration step (chosen from the dynamics)"),
     # measured records: one value per transfer of a test

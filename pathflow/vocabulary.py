@@ -50,11 +50,12 @@ name = "..."                   label for outputs
   start      start time of every flow (default "0s");  start_jitter: add uniform [0, jitter)
   stride     stride pattern: offset;  receiver: incast receiver index (default 0)
   [[traffic.groups]]  mixed traffic: each entry a traffic table of its own (any key above) that
-             may also set any [transport] key but mss (cc, subflows, path_manager, the cc's
-             parameters), e.g. MPTCP users beside TCP users, or long flows beside queries. A
-             group takes the [traffic] and [transport] keys it does not set, except those its cc
-             lacks; each draws its hosts as its table would alone (two incast groups share
-             senders: give pairs to keep them apart); flows are numbered group after group
+             may also set any [transport] key but the host stack's (mss, sack, rto_min,
+             delayed_ack_timeout): cc, subflows, path_manager, the cc's parameters, e.g. MPTCP
+             users beside TCP users, or long flows beside queries. A group takes the [traffic]
+             and [transport] keys it does not set, except those its cc lacks; each draws its
+             hosts as its table would alone (two incast groups share senders: give pairs to keep
+             them apart); flows are numbered group after group
 
 {transport}
 [routing]
@@ -125,7 +126,16 @@ def _vocabulary() -> dict[str, str]:
                  "pair, routed on its\n             own (ECMP hashes each subflow, so subflows "
                  "may collide; spray splits each\n             over all equal-cost paths) | "
                  "fullmesh: `subflows` subflows on every pair of the\n             hosts' NICs "
-                 "(multi-homed hosts: topology.nics, or graph hosts with several links)"]
+                 "(multi-homed hosts: topology.nics, or graph hosts with several links)",
+                 "  sack       true (default; Linux and ns-3) | false: SACK with RFC 6675 loss "
+                 "recovery, or NewReno\n             (RFC 6582); window-based controls",
+                 '  rto_min    lower bound of the retransmission timeout, (0, 60s] (default '
+                 '"200ms" as Linux;\n             datacentres often use "1ms" or "200us")',
+                 "  delayed_ack_timeout  delayed-ACK timer, (0, 500ms] (default min(40ms, "
+                 "rto_min / 5): Linux's\n             minimum)",
+                 "             These three hold for the whole scenario (not in traffic groups) "
+                 "and for the\n             packet and ns-3 engines; the fluid model has no "
+                 "timeouts yet and ignores them"]
     for name, entry in CONTROLS.items():
         transport.append(f"  cc = {name!r}: {entry.summary}; {entry.sends}-based")
         transport += _presets(entry.model.presets, "    ")

@@ -84,6 +84,11 @@ BAD = [
     ("unknown kind", TINY_TOML.replace('kind = "star"', 'kind = "ring"'), "topology.kind"),
     ("threshold above buffer", TINY_TOML.replace('"20pkt"', '"200pkt"'), "aqm.threshold"),
     ("missing senders", TINY_TOML.replace("senders = 2\n", ""), "topology"),
+    ("unit-less rto_min", TINY_TOML.replace('cc = "dctcp"', 'cc = "dctcp"\nrto_min = 200'),
+     "transport.rto_min"),
+    ("delayed ACK beyond 500 ms",
+     TINY_TOML.replace('cc = "dctcp"', 'cc = "dctcp"\ndelayed_ack_timeout = "1s"'),
+     "transport.delayed_ack_timeout"),
 ]
 
 

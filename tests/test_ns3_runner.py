@@ -396,3 +396,17 @@ def test_graph_spray_splits_per_path_where_random_ecmp_cannot(tmp_path: Path) ->
         # ~1 700 packets, each on a random branch: a few % of binomial noise.
         np.testing.assert_allclose(split, expected, atol=0.05, err_msg=spray)
         assert ds.attrs["routing"] == spray and ds.attrs["unrouted_packets"] == 0
+
+
+def test_the_host_stack_reaches_ns3() -> None:
+    """[transport] sack, rto_min and delayed_ack_timeout become TcpSocketBase::Sack, MinRto and
+    TcpSocket::DelAckTimeout; left unset, Linux's (and the runner's former fixed) values."""
+    spec = {"topology": {"kind": "star", "senders": 2}, "transport": {"cc": "reno"},
+            "run": {"duration": "10ms"}}
+    cfg = ns3_config(Scenario.from_dict(spec))
+    assert (cfg.sack, cfg.min_rto_s, cfg.delayed_ack_timeout_s) == (True, 0.2, 0.04)
+    spec["transport"].update(sack=False, rto_min="1ms", delayed_ack_timeout="500us")
+    cfg = ns3_config(Scenario.from_dict(spec))
+    assert (cfg.sack, cfg.min_rto_s) == (False, 1e-3)
+    assert cfg.delayed_ack_timeout_s == pytest.approx(5e-4)
+    assert Ns3Config.from_json(cfg.to_json()) == cfg

@@ -105,12 +105,14 @@ Limits
 * A cable has one delay for both directions (ns-3's point-to-point channel). At most 39152
   flows: port 10000 + i must stay below ns-3's ephemeral ports (49152 and up), which
   ``FlowRouting`` relies on to tell data from ACKs.
-* Deviations from ns-3 defaults: the delayed-ACK timeout is min(40 ms, min_rto_s / 5)
-  (Linux's minimum is 40 ms). ns-3's 200 ms equals a 200 ms MinRto and livelocks a flow after
-  an RTO (one segment per RTO, forever). And the duplicate-ACK count restarts when a DCTCP
-  window reduction (CA_CWR) ends: ns-3 counts SACK-bearing ACKs during CWR without acting on
-  them, and the stale count then fails an NS_ASSERT in CA_OPEN and aborts the run (reordering
-  or loss during CWR reach it, e.g. spraying); runs that never reach it are unchanged.
+* Deviations from ns-3 defaults: the delayed-ACK timeout is min(40 ms, min_rto_s / 5) (Linux's
+  minimum is 40 ms) unless ``[transport] delayed_ack_timeout`` sets it; MinRto and SACK (ns-3's
+  default, on) follow ``[transport] rto_min`` and ``sack``. ns-3's 200 ms equals a 200 ms MinRto
+  and livelocks a flow after an RTO (one segment per RTO, forever). And the duplicate-ACK count
+  restarts when a DCTCP window reduction (CA_CWR) ends: ns-3 counts SACK-bearing ACKs during CWR
+  without acting on them, and the stale count then fails an NS_ASSERT in CA_OPEN and aborts the
+  run (reordering or loss during CWR reach it, e.g. spraying); runs that never reach it are
+  unchanged.
 * ns-3's DCTCP cuts ssthresh to (1 - alpha/2) cwnd with no floor (Linux keeps 2 segments),
   so a flow marked at several bottlenecks can fall to one segment, which then waits for the
   receiver's delayed-ACK timer (40 ms) every round trip: such a flow all but stops.

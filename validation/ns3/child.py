@@ -61,6 +61,9 @@ def _run(argv: list[str]) -> int:
     p.delAckCount = cfg.delayed_ack_count
     p.initialCwnd = cfg.initial_cwnd_packets
     p.minRtoS = float(cfg.min_rto_s)
+    p.sack = bool(cfg.sack)
+    if cfg.delayed_ack_timeout_s is not None:
+        p.delAckTimeoutS = float(cfg.delayed_ack_timeout_s)
     p.sockBufBytes = _socket_buffer_bytes(cfg)
     if cfg.pcap_path is not None:
         p.pcapFile = str(cfg.pcap_path.resolve())

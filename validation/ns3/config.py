@@ -170,6 +170,9 @@ class Ns3Config:
     delayed_ack_count: int = 2
     initial_cwnd_packets: int = 10
     min_rto_s: float = 0.2
+    # None: min(40 ms, min_rto_s / 5) (see validation/ns3/__init__.py)
+    delayed_ack_timeout_s: float | None = None
+    sack: bool = True  # ns-3's default, as Linux's
     # Directory for a pcap capture of the bottleneck link's sending device (None: no capture).
     pcap_dir: str | None = None
     # The graph of topology="network" (None for star and dumbbell).
@@ -225,6 +228,8 @@ class Ns3Config:
             out.append("delayed_ack_count and initial_cwnd_packets must be >= 1")
         if not self.min_rto_s > 0:
             out.append("min_rto_s must be > 0")
+        if self.delayed_ack_timeout_s is not None and not self.delayed_ack_timeout_s > 0:
+            out.append("delayed_ack_timeout_s must be > 0")
         if self.seed < 1:
             out.append("seed must be >= 1 (ns-3 rejects 0)")
         if self.pcap_dir is not None and not str(self.pcap_dir).strip():

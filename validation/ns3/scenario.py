@@ -88,6 +88,9 @@ def ns3_config(scenario: Scenario, sample_interval: float = 1e-3,
         seed=max(1, si.run.seed),
         dctcp_g=si.transport.parameters.get("g", 1 / 16),
         initial_cwnd_packets=round(si.transport.parameters["init_cwnd"]),
+        min_rto_s=si.transport.rto_min,
+        delayed_ack_timeout_s=si.transport.delayed_ack_timeout,
+        sack=si.transport.sack,
     )
     topo = si.topology
     if topo.kind in ("star", "dumbbell") and not topo.links:

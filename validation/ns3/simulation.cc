@@ -61,6 +61,8 @@ struct Params
     int delAckCount = 2;
     int initialCwnd = 10;
     double minRtoS = 0.2;
+    double delAckTimeoutS = -1; // < 0: min(40 ms, minRtoS / 5), see Build
+    bool sack = true;           // ns-3's default (TcpSocketBase::Sack)
     double sockBufBytes = 4e6;
     int hostQueuePackets = 100000;
     bool ackFirst = false; // host NICs send pure ACKs ahead of data (networks)
@@ -429,7 +431,10 @@ class Runner
         // arrives, and since ns-3 credits no cwnd growth for the ACK that ends CA_LOSS the
         // flow livelocks at one segment per RTO. Linux's minimum delayed-ACK timer is 40 ms.
         Config::SetDefault("ns3::TcpSocket::DelAckTimeout",
-                           TimeValue(Seconds(std::min(0.04, m_p.minRtoS / 5))));
+                           TimeValue(Seconds(m_p.delAckTimeoutS >= 0
+                                                 ? m_p.delAckTimeoutS
+                                                 : std::min(0.04, m_p.minRtoS / 5))));
+        Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(m_p.sack));
         Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue(dctcp ? "On" : "Off"));
         Config::SetDefault("ns3::TcpDctcp::DctcpShiftG", DoubleValue(m_p.dctcpG));
         if (m_p.routing == "random_ecmp")

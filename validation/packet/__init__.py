@@ -31,26 +31,28 @@ carry no self-inflicted queueing. Each pull waits a random gap, uniform in [0, 1
 packet's serialisation time (`host_jitter`), which breaks the phase locks of perfectly periodic
 hosts (see `simulate_packets`).
 
-Transport (`sender`, `receiver`, `cc`). TCP NewReno without SACK, in segments of `mss` wire
+Transport (`sender`, `receiver`, `cc`, `sack`). TCP with SACK and RFC 6675 loss recovery
+(`[transport] sack`, on by default as in Linux and ns-3; off: NewReno), in segments of `mss` wire
 bytes: slow start and congestion avoidance with the fluid model's `ack_ratio` b (b = 1: growth by
-acknowledged segments, +1 segment per RTT; b = the delayed-ACK count, 2 by default: once per
-ACK, +1/b per RTT), growth only while the window limits the sender, limited transmit, fast
-retransmit after 3 duplicate ACKs, NewReno recovery with partial ACKs, RTO per RFC 6298 with a
-configurable minimum and exponential backoff, D-SACK undo of spurious recoveries with an
-adaptive duplicate-ACK threshold (reordering under spraying). DCTCP: ECN-capable data, the
+acknowledged segments, +1 segment per RTT; b = the delayed-ACK count, 2 by default: once per ACK,
++1/b per RTT), growth only while the window limits the sender, limited transmit, fast retransmit
+when 3 segments above the cumulative ACK are SACKed (without SACK: after 3 duplicate ACKs), recovery
+by the SACK scoreboard (pipe, NextSeg; without SACK: NewReno with partial ACKs), RTO per RFC 6298
+with a minimum `[transport] rto_min` and exponential backoff, D-SACK undo of spurious recoveries
+with an adaptive duplicate-ACK threshold (reordering under spraying). DCTCP: ECN-capable data, the
 receiver echoes the CE state and acknowledges at once when it changes, alpha <- (1-g) alpha + g F
-once per window of data (F: fraction of echoed segments), ssthresh = cwnd (1 - alpha/2) at most
-once per window, reached by proportional rate reduction (RFC 6937), slow start until the first
-echo; a loss halves the window. MPTCP (LIA, OLIA, BALIA, uncoupled; `cc`): one sender and one
-receiver per subflow, each a NewReno as above with its own slow start, recovery and timer; in
-congestion avoidance each window-increase event adds the coupled increase I_r of
-`models.mptcp`, computed per ACK from the windows and smoothed RTTs of the connection's
-subflows; a loss or an ECN echo cuts by the algorithm's factor (one half; BALIA's 1 -
-min(alpha, 1.5)/2). A finite connection's segments go to whichever subflow sends new data next;
-its delivered bytes are the sum of its subflows' in-order bytes (no connection-level reordering
-or meta-buffer) and it completes with its last segment. Receivers acknowledge every 2nd segment
-(40 ms timer) and at once on out-of-order or duplicate data. ACKs are 64 bytes and return on
-the reverse of the path of the data packet that triggered them.
+once per window of data (F: fraction of echoed segments), ssthresh = cwnd (1 - alpha/2) at most once
+per window, reached by proportional rate reduction (RFC 6937), slow start until the first echo; a
+loss halves the window. MPTCP (LIA, OLIA, BALIA, uncoupled; `cc`): one sender and one receiver per
+subflow, each a TCP sender as above with its own slow start, recovery and timer; in congestion
+avoidance each window-increase event adds the coupled increase I_r of `models.mptcp`, computed per
+ACK from the windows and smoothed RTTs of the connection's subflows; a loss or an ECN echo cuts by
+the algorithm's factor (one half; BALIA's 1 - min(alpha, 1.5)/2). A finite connection's segments go
+to whichever subflow sends new data next; its delivered bytes are the sum of its subflows' in-order
+bytes (no connection-level reordering or meta-buffer) and it completes with its last segment.
+Receivers acknowledge every 2nd segment (`[transport] delayed_ack_timeout`, 40 ms by default) and at
+once on out-of-order or duplicate data, with up to 3 SACK blocks. DCQCN senders never use SACK. ACKs
+are 64 bytes and return on the reverse of the path of the data packet that triggered them.
 
 Routing. ECMP: each subflow's single path from `build_routes` (a TCP flow has one subflow; an
 MPTCP connection `[transport] subflows`, hashed apart, or `[[routing.paths]]`). Spraying: each
@@ -63,19 +65,22 @@ on disk (`jit`).
 
 Parameters
 ----------
-From the scenario: links (rate, delay, buffer), AQM, traffic (start, size), transport (cc, mss,
-g, ack_ratio, init_cwnd, min_cwnd, ssthresh), routing, run (duration, seed, sample). Options of
-`simulate_packets`, with their defaults and sources: min_rto 200 ms (Linux, ns-3); delayed_ack
-2 segments (Linux, ns-3), or b for an integer ack_ratio b >= 2; delack_timeout min(40 ms,
-min_rto / 5) (Linux's minimum; the ns-3 runner's setting); ack_bytes 64 (pathflow.compile);
-header_bytes 0 (link framing; ns-3's point-to-point links use 2); host_jitter 0.01;
-sample_interval: `[run] sample`, else the fluid model's budget of samples, at least 10 us.
-Initial window, DCTCP g and alpha = 1 at start follow Linux and ns-3.
+From the scenario: links (rate, delay, buffer), AQM, traffic (start, size), transport (cc, mss, g,
+ack_ratio, init_cwnd, min_cwnd, ssthresh; the host stack's sack (true), rto_min (200 ms, Linux and
+ns-3) and delayed_ack_timeout (min(40 ms, rto_min / 5): Linux's minimum, the ns-3 runner's
+setting)), routing, run (duration, seed, sample). Options of `simulate_packets`, with their defaults
+and sources: min_rto, delack_timeout and sack override the scenario's; delayed_ack 2 segments
+(Linux, ns-3), or b for an integer ack_ratio b >= 2; ack_bytes 64 (pathflow.compile); header_bytes 0
+(link framing; ns-3's point-to-point links use 2); host_jitter 0.01; sample_interval: `[run]
+sample`, else the fluid model's budget of samples, at least 10 us. Initial window, DCTCP g and alpha
+= 1 at start follow Linux and ns-3.
 
 Scope and limitations
 ---------------------
-No SACK scoreboard (NewReno recovers one hole per round trip; after a slow-start overshoot into
-a large drop-tail buffer that takes long); no handshake (flows start established, RTO seeded
+SACK recovery without RFC 6675's rules 3 and 4 and without RACK (a lost retransmission or a
+lost window tail waits for the RTO; `sack.py`); with `sack = false` NewReno recovers one hole
+per round trip (after a slow-start overshoot into a large drop-tail buffer that takes long); no
+handshake (flows start established, RTO seeded
 with the path's base RTT); no pacing of TCP, TSO/GRO or interrupt coalescing; DCQCN
 (`dcqcn.py`: paced senders, CNPs from the receiver, DCQCN's marking in `aqm`); PFC (`links`)
 with one traffic class and static per-ingress-port thresholds; a sender's paths must leave its

@@ -56,6 +56,7 @@ class Options:
     ack_bytes: float = ACK_BYTES
     header_bytes: float = 0.0
     host_jitter: float = 0.0
+    sack: bool = True  # SACK with RFC 6675 recovery (window-based senders); False: NewReno
     pool_scale: int = 1  # multiplies the packet pool and event heap (retries)
 
 
@@ -320,6 +321,10 @@ def build(scenario: Scenario, options: Options) -> Built:
     si[:, L.SI_PATH_END] = path_first[1:]
     si[:, [L.SI_RTX, L.SI_ALPHA_SEQ, L.SI_UNDO_RETRANS]] = -1
     si[:, L.SI_REORDERING] = 3  # RFC 5681's duplicate-ACK threshold (Linux tcp_reordering)
+    # SACK for window-based senders only: RoCE NICs (DCQCN) repair losses by go-back-N
+    rate = np.isin(si[:, L.SI_CC], (L.CC_DCQCN, L.CC_DCQCN_PLUS))
+    si[:, L.SI_SACK] = np.where(rate, 0, int(options.sack))
+    si[:, L.SI_NEXT_LOST] = -1
     sf[:, L.SF_CWND] = cfg.init_cwnd
     sf[:, L.SF_SSTHRESH] = cfg.ssthresh
     sf[:, L.SF_ALPHA] = 1.0  # DCTCP alpha on init (Linux, ns-3)
@@ -328,7 +333,8 @@ def build(scenario: Scenario, options: Options) -> Built:
     senders = L.Senders(f=sf, i=si, paths=np.arange(len(routes.paths), dtype=np.int64),
                         cumweight=cumweight, path_sent=np.zeros(len(routes.paths)),
                         sent_at=np.zeros((n_subflows, ring)),
-                        resent=np.zeros((n_subflows, ring), np.int8))
+                        resent=np.zeros((n_subflows, ring), np.int8),
+                        sacked=np.zeros((n_subflows, ring), np.int8))
     ri = np.zeros((n_subflows, L.N_RI), np.int64)
     ri[:, L.RI_PATH] = path_first[:-1]
     rf = np.zeros((n_subflows, L.N_RF))

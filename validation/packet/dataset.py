@@ -94,6 +94,10 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         for name in ("cwnd", "ssthresh", "slow_start"):
             variables[name] = np.where(is_dcqcn, np.nan, variables[name])
     extra: dict[str, Field] = {}
+    # loss repair (pathflow.schema): window-based senders and DCQCN's repairs alike
+    variables["timeouts"] = rs[:, :, L.RS_TIMEOUTS]
+    variables["recoveries"] = rs[:, :, L.RS_RECOVERIES]
+    variables["resent"] = rs[:, :, L.RS_RESENT]
     is_olia = si[:, L.SI_CC] == L.CC_OLIA
     if np.any(is_olia):
         for name, column, meaning in (
@@ -127,6 +131,7 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         "min_rto": opts.min_rto,
         "delayed_ack": opts.delayed_ack,
         "delack_timeout": opts.delack_timeout,
+        "sack": int(opts.sack),
         "window_growth": {L.GROW_PER_SEGMENT: "per acknowledged segment",
                           L.GROW_PER_ACK: "once per ACK",
                           L.GROW_FRACTIONAL: "acknowledged segments / ack_ratio"}[built.growth],

@@ -71,7 +71,7 @@ def _arrive(sim, p: int, now: float) -> int:
     pk = sim.packets.i
     s = pk[p, PK_OWNER]
     if pk[p, PK_KIND] == ACK:
-        on_ack(sim, s, pk[p, PK_SEQ], pk[p, PK_ECE], pk[p, PK_DSACK], now)
+        on_ack(sim, s, pk[p, PK_SEQ], pk[p, PK_ECE], pk[p, PK_DSACK], p, now)
         return sim.senders.i[s, SI_NIC]
     on_data(sim, s, pk[p, PK_SEQ], pk[p, PK_CE], pk[p, PK_PATH], now)
     release_packet(sim, p)

@@ -53,6 +53,8 @@ GROW_PER_SEGMENT = 0  # Linux / ns-3 TcpLinuxReno: by the segments acknowledged 
 GROW_PER_ACK = 1  # ns-3 TcpNewReno: once per ACK (ack_ratio = delayed-ACK count)
 GROW_FRACTIONAL = 2  # any other ack_ratio b: acknowledged segments / b
 
+SACK_BLOCKS = 3  # SACK blocks per ACK: Linux with timestamps has room for 3 in the option
+
 AQM_NONE, AQM_ECN_STEP, AQM_RED, AQM_DCQCN = 0, 1, 2, 3  # AQM codes (aqm.py)
 AQM_CODES = {"droptail": AQM_NONE, "ecn_step": AQM_ECN_STEP, "red": AQM_RED,
              "dcqcn": AQM_DCQCN}
@@ -122,7 +124,9 @@ PK_CE = 6  # congestion experienced
 PK_ECE = 7  # the ACK echoes congestion
 PK_NEXT = 8  # FIFO / free-list link
 PK_DSACK = 9  # ACK: 1 + the duplicate segment it reports (RFC 2883 D-SACK), 0 if none
-N_PK = 10
+PK_SACK = 10  # ACK: SACK blocks [start, end) of segments, at PK_SACK + 2 k and + 2 k + 1 for
+#               k < SACK_BLOCKS, most recent first (RFC 2018); end 0: no block
+N_PK = PK_SACK + 2 * SACK_BLOCKS
 
 # --- event heap (int columns; times in Events.time) --------------------------------------------
 HE_ORDER = 0  # insertion counter: equal times pop first-in first-out
@@ -190,7 +194,11 @@ SF_CNP_CAPACITY = 43  # CNPs/s its receiver's NIC can send (shared by the flows 
 SF_TIMER_GAIN = 44  # DCQCN+: lambda, the timer is lambda x max(CNP period, MTU / R_C)
 SF_RL = 45  # DCQCN+: R_l, bytes/s
 SF_CNP_PERIOD = 46  # DCQCN+: the CNP period its last CNP carried (s)
-N_SF = 47
+SF_TIMEOUTS = 47  # retransmission timeouts so far (count)
+SF_RECOVERIES = 48  # fast recoveries (fast retransmits) so far (count)
+SF_RESENT_BYTES = 49  # cumulative wire bytes of retransmitted data (in SF_SENT_BYTES too)
+SF_RESENT_LOST = 50  # s, SACK recovery: a retransmission sent before this is lost again (sack.py)
+N_SF = 51
 # senders: int
 SI_PHASE = 0  # WAITING / RUNNING / DONE
 SI_CA = 1  # CA_* state
@@ -225,7 +233,11 @@ SI_OLIA_LOSS1 = 28  # OLIA: UNA at the loss event before last (Linux's mptcp_los
 SI_OLIA_LOSS2 = 29  # OLIA: UNA at the last loss event (mptcp_loss2; UNA is mptcp_loss3)
 SI_STAGE_TIMER = 30  # DCQCN: timer expiries since the last cut
 SI_STAGE_BYTES = 31  # DCQCN: byte-counter expiries since the last cut
-N_SI = 32
+SI_SACK = 32  # 1: SACK (RFC 2018) with RFC 6675 loss recovery; 0: NewReno (sack.py)
+SI_PIPE = 33  # SACK recovery: RFC 6675's pipe, segments (recomputed on each ACK, +1 per send)
+SI_NEXT_LOST = 34  # SACK recovery: lowest lost segment not yet retransmitted (-1: none)
+SI_LOST_EDGE = 35  # SACK recovery: unSACKed segments below this are lost (IsLost)
+N_SI = 36
 
 # --- receivers ---------------------------------------------------------------------------------
 RI_NXT = 0  # next in-order segment expected
@@ -234,7 +246,8 @@ RI_CE = 2  # DCTCP CE state: CE bit of the last data packet
 RI_PATH = 3  # path of the last data packet (its reverse carries the ACK)
 RI_OOO = 4  # out-of-order segments held
 RI_CONN_DELIVERED = 5  # first subflow's row: segments of its connection delivered in order
-N_RI = 6
+RI_SACK = 6  # SACK blocks held, as PK_SACK: [start, end) at RI_SACK + 2 k, most recent first
+N_RI = RI_SACK + 2 * SACK_BLOCKS
 RF_DELIVERED = 0  # bytes delivered in order to the application
 RF_COMPLETION = 1  # s, when the connection's last byte was delivered (inf until then)
 RF_LAST_CNP = 2  # s, when the notification point last sent a CNP (DCQCN; -inf: never)
@@ -262,7 +275,10 @@ RS_SINCE_LOSS = 7  # OLIA: segments acknowledged since the last loss event
 RS_LAST_INTERVAL = 8  # OLIA: segments acknowledged between the two loss events before
 RS_RC = 9  # DCQCN: current rate, bytes/s
 RS_RT = 10  # DCQCN: target rate, bytes/s
-N_RS = 11
+RS_TIMEOUTS = 11  # cumulative count
+RS_RECOVERIES = 12  # cumulative count
+RS_RESENT = 13  # cumulative bytes
+N_RS = 14
 
 # --- global counters and status (Sim.ctl) ------------------------------------------------------
 CTL_HEAP_SIZE = 0
@@ -309,6 +325,7 @@ class Senders(NamedTuple):
     path_sent: np.ndarray  # bytes of data sent on each path (retransmissions included)
     sent_at: np.ndarray  # (S, ring) s, last transmission of the segment in this slot
     resent: np.ndarray  # (S, ring) int8: that transmission was a retransmission (Karn)
+    sacked: np.ndarray  # (S, ring) int8: the segment in this slot is SACKed (the scoreboard)
 
 
 class Receivers(NamedTuple):
@@ -327,9 +344,9 @@ class Config(NamedTuple):
     ack_bytes: float
     header_bytes: float  # link-layer framing per packet: serialisation time only
     host_jitter: float  # NIC gap before a data packet, uniform in [0, this x its tx time)
-    min_rto: float
+    min_rto: float  # s: `[transport] rto_min`
     max_rto: float
-    delack_timeout: float
+    delack_timeout: float  # s: `[transport] delayed_ack_timeout`
     delayed_ack: int
     growth: int  # GROW_* mode
     ack_ratio: float

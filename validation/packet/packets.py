@@ -19,6 +19,7 @@ from pathflow.validation.packet.layout import (
     PK_NEXT,
     PK_OWNER,
     PK_PATH,
+    PK_SACK,
     PK_SEQ,
     STATUS_OUT_OF_PACKETS,
 )
@@ -44,6 +45,7 @@ def new_packet(sim, kind: int, owner: int, seq: int, size: float, path: int, ect
     pk[p, PK_CE] = 0
     pk[p, PK_ECE] = 0
     pk[p, PK_DSACK] = 0
+    pk[p, PK_SACK + 1] = 0  # no SACK block (the others are read only behind a first one)
     pk[p, PK_NEXT] = -1
     sim.packets.size[p] = size
     return p

@@ -4,7 +4,8 @@
   ring of `ring` slots) and counts as delivered to the application. An ACK goes out every
   `delayed_ack` in-order segments, or when the delayed-ACK timer (`delack_timeout`) expires.
 - Out-of-order or duplicate data, and data that fills a hole, are acknowledged at once
-  (RFC 5681 section 4.2), so that the sender sees duplicate ACKs.
+  (RFC 5681 section 4.2), so that the sender sees duplicate ACKs. With SACK (`sack.py`) every
+  ACK carries the 3 most recent blocks of data held above the cumulative ACK (RFC 2018).
 - ECN (ECN-capable flows): every ACK carries ECE = the CE bit of the last data packet; when that
   bit changes while an ACK is being delayed, the pending segments are acknowledged at once with
   the old value (DCTCP's receiver state machine, RFC 8257 section 3.2; ns-3 TcpDctcp). Classic
@@ -30,7 +31,7 @@ import math
 
 import numpy as np
 
-from pathflow.validation.packet import dcqcn
+from pathflow.validation.packet import dcqcn, sack
 from pathflow.validation.packet.cc import rate_based
 from pathflow.validation.packet.events import arm_timer, cancel_timer
 from pathflow.validation.packet.jit import kernel, outlined
@@ -86,6 +87,8 @@ def send_ack(sim, s: int, ece: int, dsack: int, now: float) -> None:
         return
     sim.packets.i[p, PK_ECE] = ece
     sim.packets.i[p, PK_DSACK] = dsack
+    if sack.enabled(sim, s):
+        sack.write_blocks(sim, s, p)
     ri[s, RI_PENDING] = 0
     cancel_timer(sim, _delack_timer(sim, s))
     enqueue(sim, paths.links[paths.i[back, PI_START]], p, now)
@@ -154,6 +157,8 @@ def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
             _deliver(sim, s, nxt, now)
             nxt += 1
         ri[s, RI_NXT] = nxt
+        if filled_hole and sack.enabled(sim, s):
+            sack.trim_blocks(sim, s, nxt)
         ri[s, RI_PENDING] += 1
         ack_now = filled_hole or ri[s, RI_PENDING] >= cfg.delayed_ack
         if not ack_now:
@@ -165,6 +170,8 @@ def on_data(sim, s: int, seq: int, ce: int, path: int, now: float) -> None:
         if not duplicate:
             have[s, seq & mask] = 1
             ri[s, RI_OOO] += 1
+            if sack.enabled(sim, s):
+                sack.record_block(sim, s, seq, nxt)
         dsack = seq + 1 if duplicate else 0  # a duplicate ACK
     else:
         dsack = seq + 1  # a copy of data already delivered: D-SACK

@@ -43,21 +43,27 @@ from pathflow.validation.packet.layout import (
     RS_DROPPED,
     RS_LAST_INTERVAL,
     RS_RC,
+    RS_RECOVERIES,
+    RS_RESENT,
     RS_RT,
     RS_RTT,
     RS_SENT,
     RS_SINCE_LOSS,
     RS_SSTHRESH,
+    RS_TIMEOUTS,
     SF_ALPHA,
     SF_CWND,
     SF_DROPPED,
     SF_RC,
+    SF_RECOVERIES,
+    SF_RESENT_BYTES,
     SF_RT,
     SF_RTT_COUNT,
     SF_RTT_LAST,
     SF_RTT_SUM,
     SF_SENT_BYTES,
     SF_SSTHRESH,
+    SF_TIMEOUTS,
     SI_OLIA_LOSS1,
     SI_OLIA_LOSS2,
     SI_UNA,
@@ -120,5 +126,8 @@ def record(sim, k: int, now: float) -> None:
         out[s, RS_DELIVERED] = sim.receivers.f[s, RF_DELIVERED]
         out[s, RS_SENT] = sf[s, SF_SENT_BYTES]
         out[s, RS_DROPPED] = sf[s, SF_DROPPED]
+        out[s, RS_TIMEOUTS] = sf[s, SF_TIMEOUTS]
+        out[s, RS_RECOVERIES] = sf[s, SF_RECOVERIES]
+        out[s, RS_RESENT] = sf[s, SF_RESENT_BYTES]
         out[s, RS_SINCE_LOSS] = si[s, SI_UNA] - si[s, SI_OLIA_LOSS2]
         out[s, RS_LAST_INTERVAL] = si[s, SI_OLIA_LOSS2] - si[s, SI_OLIA_LOSS1]

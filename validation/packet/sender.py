@@ -1,8 +1,12 @@
 """The TCP sender: what to send next, and what an ACK or a timeout does to the sender's state.
 
 Segments are numbered 0, 1, 2, ... and all but a finite flow's last are `mss` bytes on the
-wire. The sender is NewReno (RFC 5681, RFC 6582) without SACK, with the pieces of Linux and ns-3
-that shape queues at packet level:
+wire. By default (`[transport] sack = true`, as Linux and ns-3) a window-based sender uses SACK
+with RFC 6675 loss recovery (`sack.py`: the scoreboard, IsLost, pipe and NextSeg); with
+`sack = false` it is NewReno (RFC 5681, RFC 6582) without SACK. Both carry the pieces of Linux
+and ns-3 that shape queues at packet level (the loss items below describe NewReno; SACK
+replaces duplicate-ACK counting, window inflation and partial-ACK retransmission by the
+scoreboard, and restarts the RTO on every ACK of new data):
 
 - Sending: while the flight `NXT - UNA` (less the segments that duplicate ACKs report as
   received, i.e. limited transmit, RFC 3042) is below cwnd, and below the receive ring
@@ -31,11 +35,13 @@ that shape queues at packet level:
 - Timeout (RFC 6298: srtt, rttvar, RTO = max(min_rto, srtt + 4 rttvar), doubled per
   consecutive timeout, Karn's rule for samples): ssthresh = max(cwnd * loss_factor, min_cwnd)
   if it strikes in the Open state (Linux: a window already reduced in recovery or CWR, or by
-  an earlier timeout, is not reduced again), cwnd = 1 segment, go-back-N from UNA.
+  an earlier timeout, is not reduced again), cwnd = 1 segment, go-back-N from UNA (with SACK,
+  skipping what the scoreboard holds). min_rto is `[transport] rto_min` (default 200 ms).
+  `timeouts` and `recoveries` in the Dataset count the timeouts and fast recoveries.
 
 A rate-based sender (DCQCN, `dcqcn.py`) has no window: it sends when its pacing allows, its
-ECN echoes are CNPs to its reaction point, and losses are repaired as above without cutting
-anything.
+ECN echoes are CNPs to its reaction point, and losses are repaired as NewReno does without
+cutting anything (never with SACK: RoCE NICs have none).
 
 The connection is taken as established when the flow starts (no handshake); the RTT estimator
 starts from the path's base RTT, the sample a handshake would have given.
@@ -56,7 +62,7 @@ import math
 
 import numpy as np
 
-from pathflow.validation.packet import cc, dcqcn
+from pathflow.validation.packet import cc, dcqcn, sack
 from pathflow.validation.packet.events import arm_timer, cancel_timer, push_event
 from pathflow.validation.packet.jit import kernel, outlined
 from pathflow.validation.packet.layout import (
@@ -67,6 +73,7 @@ from pathflow.validation.packet.layout import (
     DATA,
     DONE,
     EV_WAKE,
+    PK_SACK,
     RUNNING,
     SF_BASE_RTT,
     SF_CONN_LAST_BYTES,
@@ -79,6 +86,8 @@ from pathflow.validation.packet.layout import (
     SF_PRR_DELIVERED,
     SF_PRR_OUT,
     SF_RECOVER_FS,
+    SF_RECOVERIES,
+    SF_RESENT_BYTES,
     SF_RTO,
     SF_RTT_COUNT,
     SF_RTT_LAST,
@@ -87,6 +96,7 @@ from pathflow.validation.packet.layout import (
     SF_SENT_BYTES,
     SF_SRTT,
     SF_SSTHRESH,
+    SF_TIMEOUTS,
     SI_BACKOFF,
     SI_CA,
     SI_CONN_FIRST,
@@ -96,10 +106,12 @@ from pathflow.validation.packet.layout import (
     SI_EPISODE_DUPACKS,
     SI_FIRST_PARTIAL,
     SI_HIGH,
+    SI_NEXT_LOST,
     SI_NXT,
     SI_PATH_END,
     SI_PATH_FIRST,
     SI_PHASE,
+    SI_PIPE,
     SI_RECOVER,
     SI_RECOVER_ACTIVE,
     SI_REORDERING,
@@ -175,12 +187,23 @@ def can_send(sim, s: int, now: float) -> bool:
         return False
     if i[s, SI_RTX] >= 0:
         return True
+    selective = sack.enabled(sim, s)
+    sack_recovery = selective and i[s, SI_CA] == CA_RECOVERY
+    if sack_recovery:  # RFC 6675: send while cwnd - pipe >= 1, lost segments first
+        if f[s, SF_CWND] - i[s, SI_PIPE] < 1.0:
+            return False
+        if i[s, SI_NEXT_LOST] >= 0:
+            return True
     nxt = i[s, SI_NXT]
     window = min(int(f[s, SF_CWND]), sim.cfg.ring - 1)
     if nxt >= i[s, SI_SEGMENTS] and _unassigned(sim, s) == 0:
         return False  # all its own data sent, and none of its connection's left to take
     if nxt - i[s, SI_UNA] >= sim.cfg.ring - 1:
         return False
+    if sack_recovery:
+        return True  # new data (NextSeg rule 2)
+    if selective and i[s, SI_CA] == CA_LOSS:
+        return sack.loss_flight(sim, s) < window
     flight = nxt - i[s, SI_UNA]
     if i[s, SI_CA] != CA_RECOVERY:
         flight -= i[s, SI_SACKED]  # limited transmit: those have left the network
@@ -205,13 +228,18 @@ def emit(sim, s: int, now: float) -> int:
     """The next data packet of sender s (call only when `can_send`); -1 if the pool is empty."""
     f, i, cfg = sim.senders.f, sim.senders.i, sim.cfg
     seq = i[s, SI_RTX]
+    sack_recovery = sack.enabled(sim, s) and i[s, SI_CA] == CA_RECOVERY
     if seq >= 0:
         i[s, SI_RTX] = -1
+    elif sack_recovery and i[s, SI_NEXT_LOST] >= 0:
+        seq = i[s, SI_NEXT_LOST]
     else:
         seq = i[s, SI_NXT]
         i[s, SI_NXT] = seq + 1
         if seq >= i[s, SI_SEGMENTS]:
             _take_segment(sim, s)
+        if sack.enabled(sim, s):
+            sack.skip_sacked(sim, s)
     size = f[s, SF_LAST_BYTES] if seq == i[s, SI_SEGMENTS] - 1 else cfg.mss
     path = _choose_path(sim, s)
     p = new_packet(sim, DATA, s, seq, size, path, i[s, SI_ECT])
@@ -227,7 +255,13 @@ def emit(sim, s: int, now: float) -> int:
         i[s, SI_UNDO_RETRANS] += 1
     if i[s, SI_CA] == CA_CWR:
         f[s, SF_PRR_OUT] += 1.0
+    if sack_recovery:
+        i[s, SI_PIPE] += 1
+        if seq == i[s, SI_NEXT_LOST]:
+            sack.advance_lost(sim, s, seq)
     f[s, SF_SENT_BYTES] += size
+    if sim.senders.resent[s, slot]:  # sent before: a retransmission
+        f[s, SF_RESENT_BYTES] += size
     if cc.rate_based(sim, s):
         dcqcn.on_sent(sim, s, size, now)
     if sim.timers[s, TM_DEADLINE] == math.inf:  # RFC 6298 (5.1): start the timer if it is off
@@ -254,6 +288,7 @@ def _enter_recovery(sim, s: int, now: float) -> None:
     this episode, so ssthresh stays (Linux: no second reduction)."""
     f, i = sim.senders.f, sim.senders.i
     cc.on_congestion(sim, s)
+    f[s, SF_RECOVERIES] += 1.0
     f[s, SF_PRIOR_CWND] = f[s, SF_CWND]
     f[s, SF_PRIOR_SSTHRESH] = f[s, SF_SSTHRESH]
     if i[s, SI_CA] != CA_CWR:
@@ -265,9 +300,13 @@ def _enter_recovery(sim, s: int, now: float) -> None:
     i[s, SI_UNDO_RETRANS] = 0
     i[s, SI_EPISODE_DUPACKS] = i[s, SI_DUPACKS]
     f[s, SF_EPISODE_START] = now
-    i[s, SI_SACKED] = 0
-    f[s, SF_CWND] = f[s, SF_SSTHRESH] + i[s, SI_DUPACKS]
     i[s, SI_RTX] = i[s, SI_UNA]
+    if sack.enabled(sim, s):  # RFC 6675: cwnd = ssthresh, then send while cwnd - pipe >= 1
+        f[s, SF_CWND] = f[s, SF_SSTHRESH]
+        sack.update_recovery(sim, s)
+    else:
+        i[s, SI_SACKED] = 0
+        f[s, SF_CWND] = f[s, SF_SSTHRESH] + i[s, SI_DUPACKS]
 
 
 @kernel
@@ -303,15 +342,26 @@ def _on_dupack(sim, s: int, now: float) -> None:
     ca = i[s, SI_CA]
     if ca == CA_LOSS:
         return  # after a timeout duplicates are ambiguous (ns-3, RFC 6582 without SACK)
+    selective = sack.enabled(sim, s)
     if ca == CA_RECOVERY:
-        f[s, SF_CWND] += 1.0  # window inflation: one more segment has left the network
+        if not selective:  # with SACK, pipe counts what has left the network
+            f[s, SF_CWND] += 1.0  # window inflation: one more segment has left the network
         i[s, SI_EPISODE_DUPACKS] += 1
         return
     i[s, SI_DUPACKS] += 1
+    if selective:
+        return  # on_ack asks the scoreboard (IsLost(UNA)) on every ACK
     i[s, SI_SACKED] += 1
-    fresh = i[s, SI_RECOVER_ACTIVE] == 0 or i[s, SI_UNA] >= i[s, SI_RECOVER]
-    if i[s, SI_DUPACKS] == i[s, SI_REORDERING] and fresh:
+    if i[s, SI_DUPACKS] == i[s, SI_REORDERING] and _fresh(sim, s):
         _enter_recovery(sim, s, now)
+
+
+@kernel
+def _fresh(sim, s: int) -> bool:
+    """No loss episode is still being acknowledged (RFC 6582's guard against a second
+    reduction for the same losses)."""
+    i = sim.senders.i
+    return i[s, SI_RECOVER_ACTIVE] == 0 or i[s, SI_UNA] >= i[s, SI_RECOVER]
 
 
 @kernel
@@ -349,9 +399,9 @@ def _prr(sim, s: int, delivered: int) -> None:
 
 
 @kernel
-def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
-    """An ACK (cumulative: the next segment the receiver expects; `dsack`: it reports a
-    duplicate segment) reaches sender s."""
+def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> None:
+    """An ACK (packet p; cumulative: the next segment the receiver expects; `dsack`: it reports
+    a duplicate segment; with SACK its blocks) reaches sender s."""
     f, i = sim.senders.f, sim.senders.i
     if i[s, SI_PHASE] != RUNNING:
         return
@@ -363,6 +413,12 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
     if ack < una:
         return  # stale
     acked = ack - una
+    selective = sack.enabled(sim, s)
+    if selective:
+        if acked > 0 and i[s, SI_SACKED] > 0:
+            sack.clear_acked(sim, s, una, ack)
+        if sim.packets.i[p, PK_SACK + 1] > 0:
+            sack.on_blocks(sim, s, p, ack)
     cwnd = f[s, SF_CWND]
     flight = i[s, SI_NXT] - una
     limited = flight >= int(cwnd) or (cwnd < f[s, SF_SSTHRESH] and cwnd < 2 * flight)
@@ -377,15 +433,20 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
     i[s, SI_UNA] = ack
     if i[s, SI_NXT] < ack:
         i[s, SI_NXT] = ack  # go-back-N: the receiver already held these
+        if selective:
+            sack.skip_sacked(sim, s)
     if i[s, SI_CA] == CA_CWR:
         _prr(sim, s, max(acked, 1))
     cc.on_ack(sim, s, max(acked, 1), ece, ack)
     if acked == 0:
         if i[s, SI_HIGH] > una and not dsack:  # a D-SACK reports a copy, not new data
             _on_dupack(sim, s, now)
+        if selective:
+            _sack_progress(sim, s, now)
         return
     # new data acknowledged
-    i[s, SI_SACKED] = 0
+    if not selective:
+        i[s, SI_SACKED] = 0
     _rtt_sample(sim, s, ack, now)
     i[s, SI_BACKOFF] = 0
     if i[s, SI_RECOVER_ACTIVE] and ack >= i[s, SI_RECOVER]:
@@ -393,7 +454,9 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
     restart_rto = True
     ca = i[s, SI_CA]
     if ca == CA_RECOVERY:
-        if ack < i[s, SI_RECOVER]:  # partial ACK: the next hole is lost too
+        if selective and ack < i[s, SI_RECOVER]:
+            pass  # the scoreboard tells what is lost (_sack_progress); RFC 6298 restart
+        elif ack < i[s, SI_RECOVER]:  # partial ACK: the next hole is lost too
             i[s, SI_RTX] = ack
             f[s, SF_CWND] = max(f[s, SF_CWND] - acked + 1.0, 1.0)
             restart_rto = i[s, SI_FIRST_PARTIAL] == 1
@@ -409,6 +472,8 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
     ca = i[s, SI_CA]
     if (ca in (CA_OPEN, CA_LOSS)) and limited:
         cc.window_increase(sim, s, acked)
+    if selective:
+        _sack_progress(sim, s, now)
     if ack >= i[s, SI_SEGMENTS] and _unassigned(sim, s) == 0:
         i[s, SI_PHASE] = DONE
         cancel_timer(sim, s)
@@ -420,6 +485,19 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, now: float) -> None:
         arm_timer(sim, s, now + f[s, SF_RTO])
 
 
+@kernel
+def _sack_progress(sim, s: int, now: float) -> None:
+    """After an ACK's scoreboard update: start RFC 6675 recovery when UNA is lost (DupThresh
+    segments SACKed above it), or refresh pipe and NextSeg during recovery."""
+    i = sim.senders.i
+    ca = i[s, SI_CA]
+    if ca == CA_RECOVERY:
+        sack.update_recovery(sim, s)
+    elif ca in (CA_OPEN, CA_CWR) and i[s, SI_SACKED] >= i[s, SI_REORDERING] \
+            and i[s, SI_HIGH] > i[s, SI_UNA] and _fresh(sim, s):
+        _enter_recovery(sim, s, now)
+
+
 @outlined  # rare, as `_enter_recovery`
 def on_timeout(sim, s: int, now: float) -> None:
     """The retransmission timer of sender s fired."""
@@ -428,6 +506,7 @@ def on_timeout(sim, s: int, now: float) -> None:
     if i[s, SI_PHASE] != RUNNING or una >= i[s, SI_HIGH]:
         return
     cc.on_congestion(sim, s)
+    f[s, SF_TIMEOUTS] += 1.0
     if i[s, SI_CA] == CA_OPEN:
         # Linux's tcp_enter_loss: reduce from the Open state only. During recovery or CWR the
         # window was already reduced for this episode (and cwnd is inflated), and repeated
@@ -436,7 +515,8 @@ def on_timeout(sim, s: int, now: float) -> None:
     f[s, SF_CWND] = 1.0  # the loss window
     i[s, SI_CA] = CA_LOSS
     i[s, SI_UNDO_RETRANS] = -1
-    i[s, SI_SACKED] = 0
+    if not sack.enabled(sim, s):  # with SACK the scoreboard stays (no reneging)
+        i[s, SI_SACKED] = 0
     i[s, SI_RECOVER] = i[s, SI_HIGH]
     i[s, SI_RECOVER_ACTIVE] = 1
     i[s, SI_NXT] = una

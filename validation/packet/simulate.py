@@ -24,21 +24,24 @@ HOST_JITTER = 0.01  # see the docstring of simulate_packets
 
 
 def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None,
-                     min_rto: float = 0.2, delayed_ack: int | None = None,
+                     min_rto: float | None = None, delayed_ack: int | None = None,
                      delack_timeout: float | None = None, seed: int | None = None,
                      ack_bytes: float = ACK_BYTES, header_bytes: float = 0.0,
-                     host_jitter: float = HOST_JITTER) -> xr.Dataset:
+                     host_jitter: float = HOST_JITTER, sack: bool | None = None
+                     ) -> xr.Dataset:
     """Run `scenario` in the packet-level reference simulator.
 
     Parameters
     ----------
     sample_interval: s between samples (default: `[run] sample`, else the fluid model's record
         budget, at least 10 us).
-    min_rto: lower bound of the retransmission timeout, s (Linux and ns-3: 0.2 s).
+    min_rto: lower bound of the retransmission timeout, s (default `[transport] rto_min`, 200 ms
+        as Linux and ns-3).
     delayed_ack: the receiver acknowledges every this many in-order segments (default: 2, or
         `transport.ack_ratio` b when b is an integer >= 2, so that growing once per ACK gives
         the fluid model's 1/b segment per RTT; see `cc`).
-    delack_timeout: delayed-ACK timer, s (default min(40 ms, min_rto / 5), as the ns-3 runner).
+    delack_timeout: delayed-ACK timer, s (default `[transport] delayed_ack_timeout`; unset
+        there, min(40 ms, min_rto / 5), as the ns-3 runner).
     seed: spraying, RED and host-jitter randomness (default `[run] seed`).
     ack_bytes: wire size of a pure ACK (default 64, as the fluid model's `compile.ACK_BYTES`;
         ns-3's are 52).
@@ -53,6 +56,8 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
         "overhead" to its TCP senders for this reason). 1 % breaks such locks within about a
         hundred packet times and costs a NIC-limited flow 0.5 % of its line rate. 0 gives
         ns-3's perfectly periodic hosts.
+    sack: SACK with RFC 6675 recovery, or NewReno (default `[transport] sack`, true as Linux
+        and ns-3); window-based senders only (`sack.py`).
 
     Returns a Dataset with the variables of `pathflow.results` (engine "pathflow packet");
     `attrs["invariants"]` holds the invariant report as JSON text (`invariants.report_of`), and
@@ -60,13 +65,20 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
     """
     t0 = time.perf_counter()
     values = window_values(scenario)  # refuses, in one line, what the senders cannot run
+    stack = scenario.si.transport
+    if min_rto is None:
+        min_rto = stack.rto_min
+    if delack_timeout is None:  # the scenario's, unless only min_rto was given here
+        delack_timeout = (stack.delayed_ack_timeout
+                          if scenario.spec.transport.delayed_ack_timeout is not None
+                          else min(0.04, min_rto / 5))
     options = Options(
         sample_interval=sample_interval or 0.0,
         min_rto=float(min_rto),
         delayed_ack=int(delayed_ack or default_delayed_ack(
             values["ack_ratio"])),
-        delack_timeout=float(delack_timeout if delack_timeout is not None
-                             else min(0.04, min_rto / 5)),
+        delack_timeout=float(delack_timeout),
+        sack=bool(stack.sack if sack is None else sack),
         seed=int(scenario.si.run.seed if seed is None else seed),
         ack_bytes=float(ack_bytes),
         header_bytes=float(header_bytes),
