@@ -110,6 +110,7 @@ class ResolvedTransport:
     parameters: Mapping[str, Any]  # the congestion control's, in the units its model receives
     subflows: int = 1  # per connection (MPTCP); 1 for single-path TCP
     path_manager: str = "ndiffports"  # how an MPTCP connection's subflows find their paths
+    ack_size: float = 64.0  # bytes: a pure ACK on the wire; 0 leaves ACKs out of the fluid model
 
 
 @dataclass(frozen=True)

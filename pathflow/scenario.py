@@ -79,6 +79,8 @@ class _SIUnit:
 Rate = Annotated[str, _checked(parse_rate), _SIUnit("B/s")]
 Time = Annotated[str, _checked(parse_time), _SIUnit("s")]
 Size = Annotated[str, _checked(parse_size, packet_bytes=1.0), _SIUnit("B")]
+SizeOrZero = Annotated[str, _checked(parse_size, packet_bytes=1.0, allow_zero=True),
+                       _SIUnit("B")]
 FlowSize = Annotated[str, _checked(parse_size, packet_bytes=1.0, allow_inf=True), _SIUnit("B")]
 
 
@@ -204,6 +206,7 @@ class Traffic(_Section):
 class Transport(_Open):
     cc: str = "dctcp"
     mss: Size = "1500B"
+    ack_size: SizeOrZero = "64B"
     subflows: int = Field(1, ge=1, le=64)
     path_manager: Literal["ndiffports", "fullmesh"] = "ndiffports"
 
@@ -409,6 +412,7 @@ def _groups(spec: _ScenarioModel) -> list[tuple[str, Traffic, Transport]]:
     for i, group in enumerate(traffic.groups):
         where = f"traffic.groups[{i}]"
         for key, why in (("mss", "one packet size per scenario; set it in [transport]"),
+                         ("ack_size", "one ACK size per scenario; set it in [transport]"),
                          ("groups", "groups do not nest")):
             if key in group:
                 raise ScenarioError(f"{where}.{key}: {why}")
@@ -460,8 +464,14 @@ def _transport(transport: Transport, mss: float, where: str, link_rate: float
     fixed = _TRANSPORT_KEYS if where == "transport" else (
         *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key != "mss"))
     values = _parameters(control.model, transport.declared(), where, mss, fixed, link_rate)
+    ack_size = _quantity(parse_size, transport.ack_size, f"{where}.ack_size", packet_bytes=mss,
+                         allow_zero=True)
+    if ack_size >= mss:
+        raise ScenarioError(f"{where}.ack_size: {transport.ack_size} must be below transport.mss "
+                            "(a pure ACK carries no data)")
     return ResolvedTransport(cc=transport.cc, mss=mss, parameters=values,
-                             subflows=transport.subflows, path_manager=transport.path_manager)
+                             subflows=transport.subflows, path_manager=transport.path_manager,
+                             ack_size=ack_size)
 
 
 def _red_ecn(aqm_values: dict[str, Any], groups: tuple[ResolvedGroup, ...]) -> None:
