@@ -59,6 +59,25 @@ One step from t to t + dt:
 
 The vector field is discontinuous (step marking, projections), so the global order is one; the
 test suite checks that results are stable when dt halves.
+
+ACKs
+----
+Modelled: ACK bytes as load and ACK queueing in the round trip. A controller delivering x
+bytes/s sends x * `Problem.ack` bytes/s of ACKs (ack_size / (mss x d), d the segments per ACK:
+2, Linux's and ns-3's delayed ACKs, or an integer ack_ratio >= 2, as the packet engine's
+receiver; `compile.segments_per_ack`) back along the reverse of each of its paths, with the
+path's share; they join the arrivals (and so the queues, drops and departures) of the reverse
+links one step later, thinned by the reverse links they crossed. A host NIC sends its host's
+ACKs first and shares the rest among its senders. The round trip adds the reverse links'
+q / C. `[transport] ack_size = "0B"` leaves both out (the model before ACKs).
+Not modelled: ACK compression and bursts (ACKs are a fluid at the delivered rate), ACK loss (a
+full reverse queue drops a share of the ACK bytes, but the ACK rate and the window's clock do
+not change), DCTCP's immediate ACKs when the CE state changes (more ACKs under marking), the
+delayed-ACK timer (a flow of less than 2 segments per 40 ms), and ACKs in PFC's per-ingress
+counts (they are in the queues, not in the ingress occupancy).
+Validation: `tests/test_acks.py` (closed forms on a two-way dumbbell: arrivals, which port
+queues, the NIC's share, the round trip; pad and merge), the validation case
+`ack_port_fluid_packet` (a port loaded by other flows' ACKs, against the packet reference).
 """
 
 from __future__ import annotations
