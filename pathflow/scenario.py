@@ -462,13 +462,13 @@ def _transport(transport: Transport, mss: float, where: str, link_rate: float
                             f"pair, which needs a multipath cc ({multipath_controls()}); "
                             f"{transport.cc!r} runs one subflow per flow")
     fixed = _TRANSPORT_KEYS if where == "transport" else (
-        *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key != "mss"))
+        *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key not in ("mss", "ack_size")))
     values = _parameters(control.model, transport.declared(), where, mss, fixed, link_rate)
     ack_size = _quantity(parse_size, transport.ack_size, f"{where}.ack_size", packet_bytes=mss,
                          allow_zero=True)
-    if ack_size >= mss:
-        raise ScenarioError(f"{where}.ack_size: {transport.ack_size} must be below transport.mss "
-                            "(a pure ACK carries no data)")
+    if ack_size > mss:
+        raise ScenarioError(f"{where}.ack_size: {transport.ack_size} must not exceed "
+                            "transport.mss (a pure ACK carries no data)")
     return ResolvedTransport(cc=transport.cc, mss=mss, parameters=values,
                              subflows=transport.subflows, path_manager=transport.path_manager,
                              ack_size=ack_size)
