@@ -49,7 +49,8 @@ subflows; a loss or an ECN echo cuts by the algorithm's factor (one half; BALIA'
 min(alpha, 1.5)/2). A finite connection's segments go to whichever subflow sends new data next;
 its delivered bytes are the sum of its subflows' in-order bytes (no connection-level reordering
 or meta-buffer) and it completes with its last segment. Receivers acknowledge every 2nd segment
-(40 ms timer) and at once on out-of-order or duplicate data. ACKs are 64 bytes and return on
+(40 ms timer) and at once on out-of-order or duplicate data. ACKs are `[transport] ack_size`
+(64 bytes by default, as the fluid model's ACK load) and return on
 the reverse of the path of the data packet that triggered them.
 
 Routing. ECMP: each subflow's single path from `build_routes` (a TCP flow has one subflow; an
@@ -67,7 +68,7 @@ From the scenario: links (rate, delay, buffer), AQM, traffic (start, size), tran
 g, ack_ratio, init_cwnd, min_cwnd, ssthresh), routing, run (duration, seed, sample). Options of
 `simulate_packets`, with their defaults and sources: min_rto 200 ms (Linux, ns-3); delayed_ack
 2 segments (Linux, ns-3), or b for an integer ack_ratio b >= 2; delack_timeout min(40 ms,
-min_rto / 5) (Linux's minimum; the ns-3 runner's setting); ack_bytes 64 (pathflow.compile);
+min_rto / 5) (Linux's minimum; the ns-3 runner's setting); ack_bytes `[transport] ack_size` (64);
 header_bytes 0 (link framing; ns-3's point-to-point links use 2); host_jitter 0.01;
 sample_interval: `[run] sample`, else the fluid model's budget of samples, at least 10 us.
 Initial window, DCTCP g and alpha = 1 at start follow Linux and ns-3.
