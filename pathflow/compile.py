@@ -4,16 +4,21 @@
 `Problem` and chooses the time grid:
 
 - base RTT of a path: per hop, propagation delay plus the serialisation of one full packet, out
-  along the path; back along the reverse links with a 64-byte ACK (store-and-forward, as ns-3 and
-  hardware switches do; `topology.path_base_rtt`). On the seed 003 star (100 Mb/s, 62.5 us per
-  link) this is 0.51 ms.
+  along the path; back along the reverse links with an ACK of `[transport] ack_size` (64 bytes by
+  default; store-and-forward, as ns-3 and hardware switches do; `topology.path_base_rtt`). On the
+  seed 003 star (100 Mb/s, 62.5 us per link) this is 0.51 ms.
+- ACKs (`_ack_arrays`): each link's reverse link, where the ACKs of the data it carries return
+  and wait, and per controller the ACK bytes per delivered data byte, ack_size / (mss x d) with
+  d the segments per ACK (`segments_per_ack`). The solver adds the ACKs to the arrivals of the
+  reverse links and their queueing to the round trip (`solvers.dde`); `ack_size = "0B"` leaves
+  both out (every reverse index the padding link, every ratio 0).
 - dt: 1/20 of the smallest base RTT, at most half of RED's averaging time constant (DESIGN §4) and
   at most a quarter of the model's fastest time constant (`CongestionModel.fastest_rate`: DCQCN's
   timers); this is the finest step. Unless `[run] dt` fixes the step, the solver coarsens it between
   record segments to 1/20 of the round trips that limit the senders (`solvers.stepping`), never
   beyond the record interval or RED's bound.
-- history: the largest possible round trip (base RTT plus every switch buffer on the path full)
-  in steps.
+- history: the largest possible round trip (base RTT plus every switch buffer on the path full,
+  and with ACKs those of the reverse links that can queue) in steps.
 - records: `[run] sample` if given, else `default_records`: as many samples as fit a budget of
   about 5e5 values per variable (at least 500, at most 20 000), so that memory stays small for
   large networks. The packet engine keeps as many.
@@ -48,9 +53,11 @@ from pathflow.topology import (
     pfc_thresholds,
 )
 
-__all__ = ["ACK_BYTES", "Compiled", "choose_grid", "compile_scenario", "default_records"]
+__all__ = ["ACK_BYTES", "Compiled", "choose_grid", "compile_scenario", "default_records",
+           "segments_per_ack"]
 
 ACK_BYTES = 64.0  # a pure ACK on the wire (TCP + IP + link headers, timestamps on)
+DELAYED_ACK = 2  # segments per ACK of a Linux or ns-3 receiver (RFC 1122, RFC 5681 4.2)
 _PAD_CAPACITY = 1e30  # the padding link: never a bottleneck, never a queue
 _RECORD_BUDGET = 500_000  # recorded values per variable, over all its links and flows
 
@@ -99,20 +106,75 @@ def _queue_params(scenario: Scenario, network: Network) -> tuple[Queues, Any, np
             np.array([*group, len(network.links)], dtype=np.int32))
 
 
-def _path_arrays(scenario: Scenario, network: Network, routes: Routes, nics: set[int]
+def segments_per_ack(ack_ratio: float) -> int:
+    """Data segments per ACK of a receiver: every 2nd (delayed ACKs, Linux and ns-3) unless
+    ack_ratio b is an integer >= 2, then every b-th (the packet engine's receiver, so that one
+    window increase per ACK gives the window models' 1/b segment per RTT)."""
+    return int(ack_ratio) if ack_ratio >= 2 and float(ack_ratio).is_integer() else DELAYED_ACK
+
+
+def _reverse_links(network: Network, acks: bool) -> np.ndarray:
+    """(L+1,) each link's reverse link (the padding link L where there is none, and for every
+    link without ACKs)."""
+    n_links = len(network.links)
+    if not acks:
+        return np.full(n_links + 1, n_links, dtype=np.int32)
+    index = network.index
+    return np.array([index.get(f"{link.dst}->{link.src}", n_links) for link in network.links]
+                    + [n_links], dtype=np.int32)
+
+
+def _ack_ratios(scenario: Scenario, routes: Routes) -> np.ndarray:
+    """(F,) ACK bytes per delivered data byte of each subflow: ack_size / (mss x d), d the
+    segments per ACK of its group's ack_ratio (rate-based senders, without one: every 2nd)."""
+    transport = scenario.si.transport
+    per_group = [transport.ack_size / (transport.mss * segments_per_ack(
+        float(group.transport.parameters.get("ack_ratio", 1.0)))) for group in scenario.si.groups]
+    return np.array([per_group[routes.flows[f].group] for f in routes.subflow_flow])
+
+
+def _queueing_reverse(network: Network, routes: Routes, reverse: np.ndarray, ack_most: float
+                      ) -> set[int]:
+    """Links whose reverse link can hold a queue: it carries data, or the ACKs of everything
+    that can enter the link (at most the capacity into its source node, times `ack_most` ACK
+    bytes per data byte) can exceed its rate. A receiver's own link that carries only ACKs
+    cannot queue, so its buffer does not lengthen the delay history."""
+    carried = {i for path in routes.paths for i in path}
+    links = network.links
+    into: dict[str, float] = {}
+    for link in links:
+        into[link.dst] = into.get(link.dst, 0.0) + link.capacity
+    found = set()
+    for i, link in enumerate(links):
+        back = int(reverse[i])
+        if back >= len(links):
+            continue
+        inflow = max(into.get(link.src, 0.0), link.capacity)
+        if back in carried or ack_most * inflow > links[back].capacity:
+            found.add(i)
+    return found
+
+
+def _path_arrays(scenario: Scenario, network: Network, routes: Routes, nics: set[int],
+                 reverse: np.ndarray, ack_most: float
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n_links = len(network.links)
     width = max(len(path) for path in routes.paths)
     hops = np.full((len(routes.paths), width), n_links, dtype=np.int32)
     base = np.zeros(len(routes.paths))
     largest = np.zeros(len(routes.paths))
+    transport = scenario.si.transport
+    queueing_back = _queueing_reverse(network, routes, reverse, ack_most)
     for p, path in enumerate(routes.paths):
         hops[p, : len(path)] = path
-        base[p] = path_base_rtt(network, path, scenario.si.transport.mss, ACK_BYTES)
+        base[p] = path_base_rtt(network, path, transport.mss, transport.ack_size)
         for index in path:
             link = network.links[index]
             if index not in nics:  # host NICs never queue (backpressure, see solvers.dde)
                 largest[p] += link.buffer / link.capacity
+            if index in queueing_back and int(reverse[index]) not in nics:  # its ACKs wait
+                back = network.links[int(reverse[index])]
+                largest[p] += back.buffer / back.capacity
     return hops, base, base + largest
 
 
@@ -165,6 +227,7 @@ def _run_once(problem: Problem, controller_of: np.ndarray) -> Problem:
         size=np.asarray(problem.size)[first],
         count=np.bincount(controller_of).astype(float),
         packet=np.asarray(problem.packet)[first],
+        ack=np.asarray(problem.ack)[first],
         params=jax.tree.map(lambda values: np.asarray(values)[first], problem.params),
     )
 
@@ -213,7 +276,11 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
     model, params = _controls(scenario, network, routes)
     queues, aqm, pfc_group = _queue_params(scenario, network)
     nic = _subflow_nics(network, routes)
-    hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes, set(nic.tolist()))
+    acks = transport.ack_size > 0
+    reverse = _reverse_links(network, acks)
+    ack = _ack_ratios(scenario, routes)
+    hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes, set(nic.tolist()),
+                                               reverse, float(ack.max(initial=0.0)))
     n_subflows = len(routes.subflow_flow)
     controller_of = _exchangeable(routes) if exchangeable else np.arange(n_subflows)
     model_rate = model.fastest_rate(params)
@@ -235,10 +302,12 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
         subflow_flow=np.asarray(routes.subflow_flow, dtype=np.int32),
         nic=nic,
         pfc_group=pfc_group,
+        reverse=reverse,
         start=np.array([flow.start for flow in owners]),
         size=np.array([flow.size for flow in owners]),
         count=np.ones(n_subflows),
         packet=np.full(n_subflows, transport.mss),
+        ack=ack,
         params=params,
         dt=np.asarray(dt),
     )

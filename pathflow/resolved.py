@@ -114,6 +114,7 @@ class ResolvedTransport:
     sack: bool = True  # SACK with RFC 6675 recovery; False: NewReno
     rto_min: float = 0.2  # s, lower bound of the retransmission timeout
     delayed_ack_timeout: float = 0.04  # s, delayed-ACK timer
+    ack_size: float = 64.0  # bytes: a pure ACK on the wire; 0 leaves ACKs out of the fluid model
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,8 @@ class _SIUnit:
 Rate = Annotated[str, _checked(parse_rate), _SIUnit("B/s")]
 Time = Annotated[str, _checked(parse_time), _SIUnit("s")]
 Size = Annotated[str, _checked(parse_size, packet_bytes=1.0), _SIUnit("B")]
+SizeOrZero = Annotated[str, _checked(parse_size, packet_bytes=1.0, allow_zero=True),
+                       _SIUnit("B")]
 FlowSize = Annotated[str, _checked(parse_size, packet_bytes=1.0, allow_inf=True), _SIUnit("B")]
 
 
@@ -204,6 +206,7 @@ class Traffic(_Section):
 class Transport(_Open):
     cc: str = "dctcp"
     mss: Size = "1500B"
+    ack_size: SizeOrZero = "64B"
     subflows: int = Field(1, ge=1, le=64)
     path_manager: Literal["ndiffports", "fullmesh"] = "ndiffports"
     # the hosts' TCP stack, one per scenario (`_STACK_KEYS`; `_stack` resolves and checks them)
@@ -419,6 +422,7 @@ def _groups(spec: _ScenarioModel) -> list[tuple[str, Traffic, Transport]]:
         for key, why in (("mss", "one packet size per scenario; set it in [transport]"),
                          *((key, "one TCP stack per scenario; set it in [transport]")
                            for key in _STACK_KEYS if key != "mss"),
+                         ("ack_size", "one ACK size per scenario; set it in [transport]"),
                          ("groups", "groups do not nest")):
             if key in group:
                 raise ScenarioError(f"{where}.{key}: {why}")
@@ -468,11 +472,16 @@ def _transport(transport: Transport, mss: float, where: str, link_rate: float
                             f"pair, which needs a multipath cc ({multipath_controls()}); "
                             f"{transport.cc!r} runs one subflow per flow")
     fixed = _TRANSPORT_KEYS if where == "transport" else (
-        *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key not in _STACK_KEYS))
+        *_TRAFFIC_KEYS, *(key for key in _TRANSPORT_KEYS if key not in (*_STACK_KEYS, "ack_size")))
     values = _parameters(control.model, transport.declared(), where, mss, fixed, link_rate)
+    ack_size = _quantity(parse_size, transport.ack_size, f"{where}.ack_size", packet_bytes=mss,
+                         allow_zero=True)
+    if ack_size > mss:
+        raise ScenarioError(f"{where}.ack_size: {transport.ack_size} must not exceed "
+                            "transport.mss (a pure ACK carries no data)")
     return ResolvedTransport(cc=transport.cc, mss=mss, parameters=values,
                              subflows=transport.subflows, path_manager=transport.path_manager,
-                             **_stack(transport))
+                             ack_size=ack_size, **_stack(transport))
 
 
 def _stack(transport: Transport) -> dict[str, Any]:

@@ -120,6 +120,9 @@ def _vocabulary() -> dict[str, str]:
             aqm += [_describe(p, "    ", bool(kind.presets)) for p in kind.parameters]
     transport = ["[transport]", f"  cc         {' | '.join(CONTROLS)} (default dctcp)",
                  '  mss        packet size on the wire, also the unit "pkt" (default "1500B")',
+                 '  ack_size   a pure ACK on the wire (default "64B"): its load on the reverse '
+                 'links and its\n             serialisation in the base RTT; "0B" leaves ACKs '
+                 'out of the fluid model',
                  "  subflows   subflows per connection, 1..64 (default 1); more than one needs a "
                  "multipath cc",
                  "  path_manager  ndiffports (default): every subflow on the connection's host "

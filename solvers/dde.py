@@ -12,19 +12,24 @@ Method (DESIGN §4)
 One step from t to t + dt:
 
 1. Round-trip times from the current queues: per controller the split-weighted mean over its
-   paths of R_p = base_p + sum_{l in p} q_l / C_l, summed over the distinct (hop, link) slots of
-   the problem's hop layout (`solvers.problem`). It is computed at the end of the previous step,
-   at the queues it left, and carried.
+   paths of R_p = base_p + sum_{l in p} (q_l / C_l + q_l' / C_l'), l' the reverse link of l
+   where the path's ACKs wait (`Problem.reverse`; the padding link, without queue, when ACKs
+   are off), summed over the distinct (hop, link) slots of the problem's hop layout
+   (`solvers.problem`). It is computed at the end of the previous step, at the queues it left,
+   and carried.
 2. Sending rates from the model (`model.rate`: W / R for a window-based controller, its own
    state for a rate-based one) for running controllers (started, not yet finished), capped by
-   the sender's own NIC: a host link never queues or drops, it shares its capacity among its flows
-   in proportion to their windows (local backpressure, as Linux's TCP small queues do).
+   the sender's own NIC: a host link never queues or drops, it shares its capacity, less the
+   ACKs it sends, among its flows in proportion to their windows (local backpressure, as Linux's
+   TCP small queues do; the host's ACKs go first, as in the packet engine's NIC).
 3. Flows tier by tier: the flow entering hop h + 1 is the flow entering hop h times the
    share-weighted departure/arrival ratio of its hop-h links (fluid FIFO: a queue passes on its
    departures in the proportions it receives), with the ratios of the previous step, so a
    downstream link never sees more than an upstream link sends. Link arrivals are one
    `segment_sum` over the slots. Exact for single-path routing; with several paths, upstream
-   losses thin all of a controller's downstream slots alike.
+   losses thin all of a controller's downstream slots alike. ACKs are load: every link also
+   receives the ACKs of the data its reverse link delivered, at the previous step's delivered
+   rates (`_acks`: ack bytes per data byte `Problem.ack`, one `segment_sum`).
 4. Queues, marking and drops (`models.aqm`: the common projected queue, the discipline's
    marking and early-drop probabilities and queue measure), projected onto [0, B]. With priority
    flow control (`Physics.pfc`, `models.pfc`) each subflow's bytes in each queue are tracked
@@ -54,6 +59,25 @@ One step from t to t + dt:
 
 The vector field is discontinuous (step marking, projections), so the global order is one; the
 test suite checks that results are stable when dt halves.
+
+ACKs
+----
+Modelled: ACK bytes as load and ACK queueing in the round trip. A controller delivering x
+bytes/s sends x * `Problem.ack` bytes/s of ACKs (ack_size / (mss x d), d the segments per ACK:
+2, Linux's and ns-3's delayed ACKs, or an integer ack_ratio >= 2, as the packet engine's
+receiver; `compile.segments_per_ack`) back along the reverse of each of its paths, with the
+path's share; they join the arrivals (and so the queues, drops and departures) of the reverse
+links one step later, thinned by the reverse links they crossed. A host NIC sends its host's
+ACKs first and shares the rest among its senders. The round trip adds the reverse links'
+q / C. `[transport] ack_size = "0B"` leaves both out (the model before ACKs).
+Not modelled: ACK compression and bursts (ACKs are a fluid at the delivered rate), ACK loss (a
+full reverse queue drops a share of the ACK bytes, but the ACK rate and the window's clock do
+not change), DCTCP's immediate ACKs when the CE state changes (more ACKs under marking), the
+delayed-ACK timer (a flow of less than 2 segments per 40 ms), and ACKs in PFC's per-ingress
+counts (they are in the queues, not in the ingress occupancy).
+Validation: `tests/test_acks.py` (closed forms on a two-way dumbbell: arrivals, which port
+queues, the NIC's share, the round trip; pad and merge), the validation case
+`ack_port_fluid_packet` (a port loaded by other flows' ACKs, against the packet reference).
 """
 
 from __future__ import annotations
@@ -98,6 +122,7 @@ class Carry(NamedTuple):
     pause_views: Array  # (K, L+1) the switches' last K decisions: part of the time paused
     pause_times: Array  # (K,) s, when each was decided (a ring by step)
     rtt: Array  # (F,) s, round-trip time at `queue` (split-weighted over the paths)
+    acks: Array  # (L+1,) bytes/s of ACKs arriving at each link (the last step's deliveries)
     feedback: Feedback  # signals in flight back to the controllers
 
 
@@ -161,6 +186,7 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
         pause_views=jnp.zeros((physics.pfc, links), dtype),
         pause_times=jnp.full(physics.pfc, -jnp.inf, dtype),
         rtt=_rtt(zeros_links, problem, layout),
+        acks=zeros_links,
         feedback=Feedback(
             slots=jnp.full((grid.history, controllers, 4), -1.0, RING_DTYPE),
             due=jnp.zeros(controllers, jnp.int32),
@@ -180,6 +206,7 @@ class _Layout(NamedTuple):
     last: Array  # (F, J) exit / share: the part of the slot's traffic whose path ends there
     weight: Array  # (F,) sum of the controller's split weights (0 for padding controllers)
     base_rtt: Array  # (F,) split-weighted mean base RTT (1 s for padding controllers)
+    reverse: Array  # (F, J) int32: each slot's reverse link, where its ACKs arrive
     receiver: Array  # (F,) int32 < F: one index per receiving NIC (the link into the receiver)
 
 
@@ -206,6 +233,7 @@ def _prepare(problem: Problem) -> _Layout:
         last=jnp.where(share > 0, exit_ / jnp.maximum(share, _TINY), 0.0),
         weight=total,
         base_rtt=jnp.where(total > 0, base / jnp.maximum(total, _TINY), 1.0),
+        reverse=problem.reverse[link],
         receiver=receiver.reshape(-1).astype(jnp.int32),
     )
 
@@ -233,9 +261,29 @@ def _per_slot(per_hop: list[Array], widths: tuple[int, ...]) -> Array:
 
 def _rtt(queue: Array, problem: Problem, layout: _Layout) -> Array:
     """Split-weighted round-trip time per controller: base + sum over its paths' hops of q/C,
-    summed once per distinct (hop, link) slot with the slot's share (exact, it is linear)."""
-    queueing = (queue / problem.queues.capacity)[layout.link]
+    data out and ACKs back (the reverse link's q/C; zero for the padding link), summed once per
+    distinct (hop, link) slot with the slot's share (exact, it is linear)."""
+    waiting = queue / problem.queues.capacity
+    queueing = (waiting + waiting[problem.reverse])[layout.link]
     return layout.base_rtt + jnp.sum(layout.share * queueing, axis=1)
+
+
+def _acks(flow_rate: Array, ratio: Array, problem: Problem, layout: _Layout,
+          widths: tuple[int, ...]) -> Array:
+    """(L+1,) ACK bytes/s arriving at each link: every controller's delivered rate (bytes/s)
+    times its ACK bytes per data byte, on the reverse link of every slot of its paths, with the
+    slot's share (a path's ACKs return along its reverse). ACKs leave the receiver by the
+    reverse of the last hop and are thinned by the departure/arrival ratio of every reverse link
+    they have crossed (fluid FIFO, as data: a link downstream of a saturated one never sees
+    more than it sends)."""
+    passed = _by_hop(layout.share * ratio[layout.reverse], widths)
+    entering = [jnp.ones_like(flow_rate)]
+    for through in passed[:0:-1]:  # from the last hop back to the second
+        entering.append(entering[-1] * through)
+    per_byte = flow_rate * problem.ack * problem.count
+    acks = layout.share * _per_slot([per_byte * e for e in entering[::-1]], widths)
+    return jax.ops.segment_sum(acks.ravel(), layout.reverse.ravel(),
+                               problem.queues.capacity.shape[0])
 
 
 def _path_signal(probability: Array, layout: _Layout, widths: tuple[int, ...]) -> Array:
@@ -361,7 +409,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     wanted = jnp.where(running, model.rate(carry.state, rtt, problem.params), 0.0)
     wanted = wanted * problem.packet
     offered = jax.ops.segment_sum(wanted * count, problem.nic, links)
-    nic_share = jnp.minimum(1.0, queues.capacity / jnp.maximum(offered, _TINY))[problem.nic]
+    room = jnp.maximum(queues.capacity - carry.acks, 0.0)  # a NIC sends its host's ACKs first
+    nic_share = jnp.minimum(1.0, room / jnp.maximum(offered, _TINY))[problem.nic]
     send = wanted * nic_share
     paused = jnp.zeros_like(queues.capacity)
     if physics.pfc:  # a paused transmitter sends nothing: a NIC's senders, a port's queue
@@ -384,7 +433,7 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
         slot_entering = _per_slot([path_send * e for e in entering], widths)
     hop_flow = slot_entering * layout.share
     arrival = jax.ops.segment_sum((hop_flow * count[:, None]).ravel(), layout.link.ravel(),
-                                  links)
+                                  links) + carry.acks
 
     mark, early_drop = discipline.congestion(carry.measure, problem.aqm)
     moved = aqm.queue_step(carry.queue, arrival, early_drop, queues, dt)
@@ -426,7 +475,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     completion = jnp.where(finished, time + dt, carry.completion)
 
     new_carry = Carry(carry.step + 1, state, delivered, flow_total, completion, moved.queue,
-                      measure, ratio, held, views, decided, rtt_later, feedback)
+                      measure, ratio, held, views, decided, rtt_later,
+                      _acks(flow_rate, ratio, problem, layout, widths), feedback)
     marked = mark * arrival
     sums = _Sums(arrival, moved.departure, moved.drop, marked, flow_rate, send, paused,
                  moved.queue, moved.queue)

@@ -61,10 +61,12 @@ class Problem(NamedTuple):
     subflow_flow: Array  # (F,) int32: the flow (connection) of each subflow, < F
     nic: Array  # (F,) int32: the subflow's host egress link (L if it has none)
     pfc_group: Array  # (L+1,) int32: the first link feeding the same switch (shared PFC buffer)
+    reverse: Array  # (L+1,) int32: the link back, where ACKs of data on this one queue (L: none)
     start: Array  # (F,) s, its flow's start
     size: Array  # (F,) bytes, its flow's size (inf for a long-lived flow)
     count: Array  # (F,) identical subflows it runs for (pathflow.compile); 0 for padding
     packet: Array  # (F,) bytes per packet (transport.mss)
+    ack: Array  # (F,) ACK bytes per delivered data byte (ack_size / (mss x segments per ACK))
     params: Any  # (F,) each: the congestion-control model's Params
     dt: Array  # () s
     # The hop layout (see the module docstring), one array per hop index h, derived from the
@@ -200,10 +202,14 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
         pfc_group=jnp.asarray(grow_links(np.where(np.asarray(problem.pfc_group) == n_links,
                                                   links, problem.pfc_group),
                                          links), dtype=jnp.int32),
+        reverse=jnp.asarray(grow_links(np.where(np.asarray(problem.reverse) == n_links,
+                                                links, problem.reverse),
+                                       links), dtype=jnp.int32),
         start=grow(problem.start, controllers, 0.0),
         size=grow(problem.size, controllers, 0.0),
         count=grow(problem.count, controllers, 0.0),
         packet=grow(problem.packet, controllers, float(np.asarray(problem.packet)[0])),
+        ack=grow(problem.ack, controllers, 0.0),
         params=params,
         dt=problem.dt,
     ))
@@ -271,7 +277,11 @@ def merge_problems(problems: list[Problem]) -> Problem:
         pfc_group=np.concatenate([*(real(relink(p.pfc_group, p, o))
                                     for p, o in zip(problems, link_offset, strict=True)),
                                   [total_links]]).astype(np.int32),
+        reverse=np.concatenate([*(real(relink(p.reverse, p, o))
+                                  for p, o in zip(problems, link_offset, strict=True)),
+                                [total_links]]).astype(np.int32),
         start=join("start"), size=join("size"), count=join("count"), packet=join("packet"),
+        ack=join("ack"),
         params=params, dt=problems[0].dt)
     return with_hop_layout(merged)
 

@@ -95,7 +95,7 @@ def _step_limit(problem: Problem) -> Callable[[Trajectory, float, float], float]
     def limit(piece: Trajectory, now: float, until: float) -> float:
         # a controller's rate times the identical subflows it runs for: what its NIC carries
         return limiting_rtt(piece.rtt, piece.send_rate * count, capacity, nic, base, start,
-                            now, until)
+                            now, until, nic_load=piece.arrival[:, nic])  # ACKs included
 
     return limit
 

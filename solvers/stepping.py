@@ -75,16 +75,19 @@ class Stepping:
 
 def limiting_rtt(rtt: np.ndarray, send_rate: np.ndarray, nic_capacity: np.ndarray,
                  nic: np.ndarray, base_rtt: np.ndarray, start: np.ndarray, now: float,
-                 until: float) -> float:
+                 until: float, nic_load: np.ndarray | None = None) -> float:
     """The smallest round trip (s) that constrains the step over a segment of records.
 
     rtt, send_rate: (records, F) of the segment just run; nic_capacity: (F,) bytes/s of each
     controller's host link; nic: (F,) its index (controllers on one host share it); base_rtt:
-    (F,) s, without queueing; start: (F,) s; [now, until): the next segment's time span.
+    (F,) s, without queueing; start: (F,) s; [now, until): the next segment's time span;
+    nic_load: (records, F) bytes/s arriving at each controller's host link, the ACKs its host
+    sends included (a NIC sends them first, so its senders are held at its rate less those).
     """
     host_rate = np.zeros((send_rate.shape[0], int(nic.max()) + 1))
     np.add.at(host_rate.T, nic, send_rate.T)
-    held_by_nic = host_rate[:, nic] >= nic_capacity * (1 - 1e-6)
+    load = host_rate[:, nic] if nic_load is None else np.maximum(host_rate[:, nic], nic_load)
+    held_by_nic = load >= nic_capacity * (1 - 1e-6)
     limiting = (send_rate > 0) & ~held_by_nic
     queued = limiting & (rtt > base_rtt * (1 + _QUEUED))
     starting = (start >= now) & (start < until)

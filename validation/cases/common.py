@@ -33,8 +33,8 @@ def compared_port(ranked: xr.Dataset, scenario: Scenario) -> str:
     """The port where the engines are compared: the one offered the most flows (from the routes:
     where ECMP collides, a star's bottleneck), ties going to the reference's hotspot ranking
     `ranked` (`metrics.hotspots`). Not simply the reference's top hotspot: a port that one flow
-    fills and other flows' ACKs overload holds a queue at packet level that the fluid model,
-    which does not carry ACKs, cannot have (README, limits)."""
+    fills and other flows' ACKs overload by a fraction of a percent queues or not depending on
+    the hosts' timing (the packet reference's host jitter; case `ack_port_fluid_packet`)."""
     compiled = compile_scenario(scenario)
     offered = compiled.routes.flows_per_link(compiled.network)
     return max(map(str, ranked.link.values), key=offered.__getitem__)

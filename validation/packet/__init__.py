@@ -52,7 +52,8 @@ to whichever subflow sends new data next; its delivered bytes are the sum of its
 bytes (no connection-level reordering or meta-buffer) and it completes with its last segment.
 Receivers acknowledge every 2nd segment (`[transport] delayed_ack_timeout`, 40 ms by default) and at
 once on out-of-order or duplicate data, with up to 3 SACK blocks. DCQCN senders never use SACK. ACKs
-are 64 bytes and return on the reverse of the path of the data packet that triggered them.
+are `[transport] ack_size` (64 bytes by default, as the fluid model's ACK load) and return on the
+reverse of the path of the data packet that triggered them.
 
 Routing. ECMP: each subflow's single path from `build_routes` (a TCP flow has one subflow; an
 MPTCP connection `[transport] subflows`, hashed apart, or `[[routing.paths]]`). Spraying: each
@@ -69,11 +70,11 @@ From the scenario: links (rate, delay, buffer), AQM, traffic (start, size), tran
 ack_ratio, init_cwnd, min_cwnd, ssthresh; the host stack's sack (true), rto_min (200 ms, Linux and
 ns-3) and delayed_ack_timeout (min(40 ms, rto_min / 5): Linux's minimum, the ns-3 runner's
 setting)), routing, run (duration, seed, sample). Options of `simulate_packets`, with their defaults
-and sources: min_rto, delack_timeout and sack override the scenario's; delayed_ack 2 segments
-(Linux, ns-3), or b for an integer ack_ratio b >= 2; ack_bytes 64 (pathflow.compile); header_bytes 0
-(link framing; ns-3's point-to-point links use 2); host_jitter 0.01; sample_interval: `[run]
-sample`, else the fluid model's budget of samples, at least 10 us. Initial window, DCTCP g and alpha
-= 1 at start follow Linux and ns-3.
+and sources: min_rto, delack_timeout, sack and ack_bytes override the scenario's (ack_bytes:
+`[transport] ack_size`, 64); delayed_ack 2 segments (Linux, ns-3), or b for an integer ack_ratio
+b >= 2; header_bytes 0 (link framing; ns-3's point-to-point links use 2); host_jitter 0.01;
+sample_interval: `[run] sample`, else the fluid model's budget of samples, at least 10 us.
+Initial window, DCTCP g and alpha = 1 at start follow Linux and ns-3.
 
 Scope and limitations
 ---------------------

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pathflow.compile import ACK_BYTES, default_records
+from pathflow.compile import ACK_BYTES, default_records, segments_per_ack
 from pathflow.cost import available_memory
 from pathflow.models.dcqcn_static import static_timer_and_step
 from pathflow.models.registry import CONTROLS
@@ -81,8 +81,9 @@ def default_sample_interval(scenario: Scenario, links: int, flows: int) -> float
 
 def default_delayed_ack(ack_ratio: float) -> int:
     """ACK every 2nd segment (Linux, ns-3) unless ack_ratio b is an integer >= 2: then every
-    b-th, so that one window increase per ACK gives the fluid model's 1/b segment per RTT."""
-    return int(ack_ratio) if ack_ratio >= 2 and float(ack_ratio).is_integer() else 2
+    b-th, so that one window increase per ACK gives the fluid model's 1/b segment per RTT (the
+    rule the fluid model's ACK load follows: `compile.segments_per_ack`)."""
+    return segments_per_ack(ack_ratio)
 
 
 def growth_mode(ack_ratio: float, delayed_ack: int) -> int:

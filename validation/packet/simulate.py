@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import xarray as xr
 
-from pathflow.compile import ACK_BYTES
 from pathflow.invariants import check_invariants, warn_violations
 from pathflow.metrics import store_warmup
 from pathflow.scenario import Scenario
@@ -26,7 +25,7 @@ HOST_JITTER = 0.01  # see the docstring of simulate_packets
 def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None,
                      min_rto: float | None = None, delayed_ack: int | None = None,
                      delack_timeout: float | None = None, seed: int | None = None,
-                     ack_bytes: float = ACK_BYTES, header_bytes: float = 0.0,
+                     ack_bytes: float | None = None, header_bytes: float = 0.0,
                      host_jitter: float = HOST_JITTER, sack: bool | None = None
                      ) -> xr.Dataset:
     """Run `scenario` in the packet-level reference simulator.
@@ -43,8 +42,8 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
     delack_timeout: delayed-ACK timer, s (default `[transport] delayed_ack_timeout`; unset
         there, min(40 ms, min_rto / 5), as the ns-3 runner).
     seed: spraying, RED and host-jitter randomness (default `[run] seed`).
-    ack_bytes: wire size of a pure ACK (default 64, as the fluid model's `compile.ACK_BYTES`;
-        ns-3's are 52).
+    ack_bytes: wire size of a pure ACK (default `[transport] ack_size`, 64 bytes unless set, as
+        the fluid model; ns-3's are 52).
     header_bytes: link-layer framing added to every packet's serialisation time but not to
         byte counts (default 0; ns-3's point-to-point links add 2).
     host_jitter: before a host NIC puts a data packet on the wire it waits a random time,
@@ -80,7 +79,7 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
         delack_timeout=float(delack_timeout),
         sack=bool(stack.sack if sack is None else sack),
         seed=int(scenario.si.run.seed if seed is None else seed),
-        ack_bytes=float(ack_bytes),
+        ack_bytes=float(scenario.si.transport.ack_size if ack_bytes is None else ack_bytes),
         header_bytes=float(header_bytes),
         host_jitter=float(host_jitter),
     )
