@@ -98,7 +98,7 @@ def equilibrium(scenario: Scenario) -> xr.Dataset:
     def residual(scaled: np.ndarray) -> np.ndarray:
         queue = np.zeros(links)
         queue[marking] = scaled * high[marking]
-        load = routing @ (count * state(queue)[3])
+        load = network.load(state(queue)[3])
         return _fischer_burmeister(scaled, (1.0 - load / capacity)[marking])
 
     start = np.full(int(marking.sum()), 0.5)
@@ -116,7 +116,7 @@ def equilibrium(scenario: Scenario) -> xr.Dataset:
          "rtt": ("flow", rtt[controller], {"units": "s"}),
          "queue": ("link", queue, {"units": "bytes"}),
          "probability": ("link", p_link, {"units": "1"}),
-         "load": ("link", routing @ (count * rate), {"units": "bytes/s"})},
+         "load": ("link", network.load(rate), {"units": "bytes/s"})},
         coords={"flow": np.arange(controller.size),
                 "link": [link.name for link in compiled.network.links],
                 "pair": ("flow", names)},
