@@ -142,6 +142,12 @@ class CongestionModel(ABC):
         out (NaN). Empty: every controller has every variable."""
         return {}
 
+    def min_window(self, params: Any) -> Array | None:
+        """A window-based model's floor of the window (packets), per controller: the window a
+        flow restarts from after a retransmission timeout (`models.timeouts`). None: the model
+        has no window (a rate-based sender), and the fluid model has no timeouts for it."""
+        return None
+
     @abstractmethod
     def initial_state(self, params: Any) -> State:
         """State at the controller's start."""

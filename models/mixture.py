@@ -134,6 +134,16 @@ class Mixture(CongestionModel):
             rate = jnp.where(which == i, part.rate(state, rtt, values), rate)
         return rate
 
+    def min_window(self, params: Any) -> Array | None:
+        which, parts = self._unpack(params)
+        floors = [part.min_window(values) for part, values in zip(self.parts, parts, strict=True)]
+        if any(floor is None for floor in floors):
+            return None
+        floor = jnp.zeros_like(which)
+        for i, value in enumerate(floors):
+            floor = jnp.where(which == i, value, floor)
+        return floor
+
     def derivative(self, state: State, signals: Signals, params: Any) -> State:
         which, parts = self._unpack(params)
         results = [part.derivative(state, signals, values)

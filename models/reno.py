@@ -22,9 +22,10 @@ ssthresh (default inf: slow start until the first loss).
 
 Scope and limitations
 ---------------------
-No timeouts, no fast-recovery inflation, losses averaged over flows (a fluid flow sharing a full
-drop-tail queue loses its share of the overflow; packet-level flows lose in bursts and may
-desynchronise, which the mean-field model represents only on average).
+Timeouts as `models.timeouts` models them; no fast-recovery inflation; losses averaged over
+flows (a fluid flow sharing a full drop-tail queue loses its share of the overflow;
+packet-level flows lose in bursts and may desynchronise, which the mean-field model represents
+only on average).
 
 Validation
 ----------

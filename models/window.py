@@ -35,7 +35,8 @@ keeps 2 segments; a window under one segment would stall a packet-level flow).
 
 Scope and limitations
 ---------------------
-No retransmission timeouts (a fluid flow never stalls), no receive-window limit, no pacing. Loss
+Retransmission timeouts are the solver's (`models.timeouts`: a flow stalls for an RTO and restarts
+from `min_cwnd` in slow start, with ssthresh a state). No receive-window limit, no pacing. Loss
 bursts are averaged: a fluid flow loses the expected fraction, not a burst. Fluid flows with equal
 parameters are synchronised; packet-level flows may not be.
 
@@ -117,7 +118,7 @@ class WindowControl(CongestionModel):
     sends = "window"
     Params: ClassVar[type] = WindowParams
     state_units: ClassVar[dict[str, str]] = {"cwnd": "packets", "slow_start": "1", "cwr": "s",
-                                             "credit": "packets"}
+                                             "credit": "packets", "ssthresh": "packets"}
     reaction: str = "window"
 
     @classmethod
@@ -153,10 +154,13 @@ class WindowControl(CongestionModel):
     def rate(self, state: State, rtt: Array, params: WindowParams) -> Array:
         return state["cwnd"] / rtt
 
+    def min_window(self, params: WindowParams) -> Array:
+        return params.min_cwnd
+
     def initial_state(self, params: WindowParams) -> State:
         zeros = jnp.zeros_like(params.init_cwnd)
         return {"cwnd": params.init_cwnd, "slow_start": jnp.ones_like(zeros), "cwr": zeros,
-                "credit": zeros, **self.extra_state(params)}
+                "credit": zeros, "ssthresh": params.ssthresh + zeros, **self.extra_state(params)}
 
     def derivative(self, state: State, signals: Signals, params: WindowParams) -> State:
         cwnd = state["cwnd"]
@@ -167,11 +171,11 @@ class WindowControl(CongestionModel):
                     * event_rate(signals.mark, signals.acked_rate, signals.rtt)
                     + cwnd * (1.0 - self.loss_factor(state, signals))
                     * event_rate(signals.loss, signals.acked_rate, signals.rtt))
-            flows = {"cwnd": growth - cuts, "cwr": zeros, "credit": zeros}
+            flows = {"cwnd": growth - cuts, "cwr": zeros, "credit": zeros, "ssthresh": zeros}
         else:
             congestion = 1.0 - (1.0 - signals.mark) * (1.0 - signals.loss)
             listening = state["cwr"] <= 0
-            flows = {"cwnd": growth, "cwr": -jnp.ones_like(cwnd),
+            flows = {"cwnd": growth, "cwr": -jnp.ones_like(cwnd), "ssthresh": zeros,
                      "credit": jnp.where(listening, signals.acked_rate * congestion, 0.0)}
         return {**flows, "slow_start": zeros, **self.extra_derivative(state, signals, params)}
 
@@ -190,11 +194,12 @@ class WindowControl(CongestionModel):
             cwr, credit = state["cwr"], state["credit"]
             cut = jnp.zeros_like(cwnd, dtype=bool)
         congestion = jnp.maximum(signals.loss, signals.mark)
-        stay = (congestion <= 0) & (state["cwnd"] < params.ssthresh)
+        stay = (congestion <= 0) & (state["cwnd"] < state["ssthresh"])
         return {
             "cwnd": jnp.maximum(cwnd, params.min_cwnd),
             "slow_start": jnp.where(stay, state["slow_start"], 0.0),
             "cwr": cwr,
             "credit": credit,
+            "ssthresh": state["ssthresh"],
             **self.extra_project(state, signals, cut),
         }

@@ -35,12 +35,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pathflow.models import timeouts
 from pathflow.models.aqm import Queues
 from pathflow.models.base import CongestionModel, Context
 from pathflow.models.mixture import Mixture
 from pathflow.models.parameters import Parameter
 from pathflow.models.registry import CONTROLS
-from pathflow.routing import Routes, build_routes
+from pathflow.routing import Flow, Routes, build_routes
 from pathflow.scenario import Scenario
 from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem, with_hop_layout
@@ -225,9 +226,13 @@ def _run_once(problem: Problem, controller_of: np.ndarray) -> Problem:
         nic=np.asarray(problem.nic)[first],
         start=np.asarray(problem.start)[first],
         size=np.asarray(problem.size)[first],
+        rounds=np.asarray(problem.rounds)[first],
+        barrier=controller_of[np.asarray(problem.barrier)[first]].astype(np.int32),
         count=np.bincount(controller_of).astype(float),
         packet=np.asarray(problem.packet)[first],
         ack=np.asarray(problem.ack)[first],
+        rto_min=np.asarray(problem.rto_min)[first],
+        draws=np.asarray(problem.draws)[first],
         params=jax.tree.map(lambda values: np.asarray(values)[first], problem.params),
     )
 
@@ -282,7 +287,10 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes, set(nic.tolist()),
                                                reverse, float(ack.max(initial=0.0)))
     n_subflows = len(routes.subflow_flow)
-    controller_of = _exchangeable(routes) if exchangeable else np.arange(n_subflows)
+    # flows that may time out do so at moments of their own (`models.timeouts`): run each
+    timed_out = model.min_window(params) is not None
+    merge = exchangeable and not timed_out
+    controller_of = _exchangeable(routes) if merge else np.arange(n_subflows)
     model_rate = model.fastest_rate(params)
     dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_subflows,
                            model_rate)
@@ -305,18 +313,46 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
         reverse=reverse,
         start=np.array([flow.start for flow in owners]),
         size=np.array([flow.size for flow in owners]),
+        rounds=np.array([_rounds(flow) for flow in owners], dtype=np.int32),
+        barrier=_barriers(routes),
         count=np.ones(n_subflows),
         packet=np.full(n_subflows, transport.mss),
         ack=ack,
+        rto_min=np.full(n_subflows, transport.rto_min),
+        draws=_timeout_draws(scenario.si.run.seed, n_subflows),
         params=params,
         dt=np.asarray(dt),
     )
     problem = with_hop_layout(_run_once(problem, controller_of))  # solvers.problem.hop_layout
     dtype = jnp.float32 if scenario.si.run.precision == "float32" else jnp.float64
     physics = Physics(model, scenario.discipline, scenario.si.run.feedback_delay,
-                      _pause_history(queues, dt))
+                      _pause_history(queues, dt), timed_out,
+                      max((_rounds(flow) for flow in routes.flows), default=1))
     return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,
                     _stepping(scenario, dt, grid, _longest_step(aqm, model_rate)), controller_of)
+
+
+def _rounds(flow: Flow) -> int:
+    return getattr(flow, "rounds", 1)
+
+
+def _barriers(routes: Routes) -> np.ndarray:
+    """Per subflow, its barrier: the first subflow of its traffic group where the group's
+    flows have rounds (they wait for each other between rounds), else its own index."""
+    first: dict[int, int] = {}
+    barrier = np.arange(len(routes.subflow_flow), dtype=np.int32)
+    for s, f in enumerate(routes.subflow_flow):
+        flow = routes.flows[f]
+        if _rounds(flow) > 1:
+            barrier[s] = first.setdefault(flow.group, s)
+    return barrier
+
+
+def _timeout_draws(seed: int, subflows: int) -> np.ndarray:
+    """(subflows, timeouts.DRAWS) Exp(1) thresholds of each subflow's successive timeouts,
+    from the run's seed (a stream of its own, so that routing's draws do not move them)."""
+    rng = np.random.default_rng([seed, 0x7105])
+    return rng.exponential(1.0, (subflows, timeouts.DRAWS))
 
 
 def _pause_history(queues: Queues, dt: float) -> int:

@@ -8,11 +8,12 @@ arrays (links L, controllers F, path-hop entries P x H). `estimate` turns these 
 
 Memory (bytes, at the peak of the run, itemsize 8 in float64 and 4 in float32):
 
-- recorded values: records x ((L + 1) x 7 + F x (4 + S)) x itemsize, with S the model's state
-  variables (five for the window models): seven series per link (queue, its max and min,
-  arrivals, departures, drops, marks), four per controller (delivered and sending rate, RTT,
-  bytes delivered) and the state. The solver keeps them three times at its peak: the segments
-  as computed, their concatenation and the trimmed copy; the labelled Dataset then shares them.
+- recorded values: records x ((L + 1) x 7 + F x (7 + S)) x itemsize, with S the model's state
+  variables (six for the window models): seven series per link (queue, its max and min,
+  arrivals, departures, drops, marks), seven per controller (delivered and sending rate, RTT,
+  bytes delivered, and the retransmission timer, timeouts and bytes resent) and the state. The
+  solver keeps them three times at its peak: the segments as computed, their concatenation and
+  the trimmed copy; the labelled Dataset then shares them.
 - the feedback ring buffer: history x F x 4 float32 (`solvers.dde.ring_bytes`), updated in place
   (the carry is donated).
 - the problem's arrays, and per-step temporaries of XLA of about 32 arrays the size of the path
@@ -87,11 +88,13 @@ STEP_PER_CONTROLLER = 8.1e-8
 COMPILE_SECONDS = 1.0  # compiling one run's program (2 s cold, 0.3 s from the persistent cache)
 
 _LINK_SERIES = 7  # recorded per link: queue, queue max, queue min, arrival, departure, drop, mark
-_CONTROLLER_SERIES = 4  # recorded per controller: delivered rate, sending rate, RTT, delivered
+# recorded per controller: delivered rate, sending rate, RTT, delivered, timer, timeouts, resent
+_CONTROLLER_SERIES = 7
 _RECORD_COPIES = 3  # the solver's segments, their concatenation and the trimmed copy
 _SCRATCH_ARRAYS = 32  # XLA's per-step temporaries, in arrays of the problem's sizes
 _RUNTIME_BYTES = 150e6  # compiling and running the XLA program
-_DEFAULT_STATE = 5  # state variables of the window models (cwnd, slow start, cwr, credit, alpha)
+# state variables of the window models (cwnd, slow start, cwr, credit, ssthresh, alpha)
+_DEFAULT_STATE = 6
 _MIN_RECORDS = 500  # fewer records than this say little; below it, the network is too large
 
 

@@ -29,6 +29,10 @@ __all__ = ["network_coords", "path_usage", "reported_unit", "trajectory_to_datas
 
 
 
+# window state that the models keep in packets and results report in bytes
+_WINDOWS = frozenset({"cwnd", "ssthresh"})
+
+
 def _version() -> str:
     from pathflow import __version__
 
@@ -123,12 +127,22 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "rtt": sub(t.rtt),
         "dt": np.asarray(t.dt, dtype=float),
     }
+    if compiled.physics.rounds > 1:
+        first = np.unique(flow_of, return_index=True)[1]  # each flow's first subflow
+        block = np.asarray(t.block_done[-1])[compiled.controller_of][first]
+        rounds = np.asarray(compiled.problem.rounds)[compiled.controller_of][first]
+        beyond = np.arange(block.shape[1])[None, :] >= rounds[:, None]
+        variables["block_done"] = np.where(beyond, np.nan, block)
+    if compiled.physics.timeouts:  # a stalled subflow's timer has not fired yet
+        stall = sub(t.stall)
+        variables.update(stall=stall, timeouts=sub(t.timeouts) - (stall > 0),
+                         resent=sub(t.resent))
     if compiled.physics.pfc:
         variables["pause"] = lk(t.pause)
     # windows and rates in the model's packets -> bytes; a rate-based sender has no window
     variables["cwnd"] = np.full_like(sub(t.rtt), np.nan)
     per_packet = {name for name, unit in compiled.model.state_units.items()
-                  if unit == "packets/s"} | {"cwnd"}
+                  if unit == "packets/s"} | _WINDOWS
     variables.update({name: sub(values) * (mss if name in per_packet else 1.0)
                       for name, values in t.state.items()})
     owners = compiled.model.state_owners(compiled.problem.params)
@@ -146,6 +160,8 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         "subflow": np.arange(n_subflows),
         "subflow_flow": flow_of,
     }
+    if compiled.physics.rounds > 1:
+        coords["round"] = np.arange(compiled.physics.rounds)
     attrs = {
         "engine": "pathflow fluid",
         "pathflow_version": _version(),
@@ -176,7 +192,7 @@ def _new_state(units: dict[str, str], state: dict[str, Any]) -> dict[str, Field]
         declared = RESULT.variables.get(name)
         if declared is None:
             extra[name] = Field(("time", "subflow"), unit, f"controller state {name!r}")
-        elif name != "cwnd" and declared.units != unit:
+        elif name not in _WINDOWS and declared.units != unit:
             raise ValueError(f"model state {name!r} in {unit!r}, pathflow.schema declares "
                              f"{declared.units!r}")
     return extra

@@ -70,6 +70,7 @@ _DIMENSIONS = {
     "flow": "flows (connections)",
     "subflow": "senders that own congestion state (one per TCP flow); subflow_flow says whose",
     "path": "slots for the network paths that carried a flow's bytes",
+    "round": "rounds of barrier-synchronised traffic ([traffic] rounds)",
     "record": "measured test configurations, each a run of its own (stacks runs)",
 }
 
@@ -110,6 +111,7 @@ _COORDINATES = {
     "payloadsize": Field(_PER_RUN, None, "transfer size class of the test (query, long, ...)"),
     "run": Field(_FLOW, "1", "run of the test the transfer belongs to"),
     "path": Field(("path",), "1", "path slot"),
+    "round": Field(("round",), "1", "round index"),
     "path_links": Field(("flow", "path"), None, "links along the path, joined by ' > ' (measured "
                                                 "records: link ids; engines: link names; '': "
                                                 "unused slot)"),
@@ -135,6 +137,9 @@ _VARIABLES = {
                                                 "(retransmissions included)"),
     "delivered": Field(_PER_FLOW, "bytes", "bytes delivered so far"),
     "completion_time": Field(_FLOW, "s", "time the last byte arrived (inf: never)"),
+    "block_done": Field(("flow", "round"), "s", "time the flow's block of the round had "
+                                                "arrived (inf: not within the run; NaN: beyond "
+                                                "its rounds)"),
     # subflows: what a sender measures and its congestion state
     "subflow_rate": Field(_PER_SUBFLOW, "bytes/s", "rate delivered to the receiver"),
     "rtt": Field(_PER_SUBFLOW, "s", "round-trip time"),
@@ -155,10 +160,12 @@ _VARIABLES = {
                                              "window reduction (fluid per-window reaction)"),
     "lost": Field(_PER_SUBFLOW, "packets", "packets of the subflow dropped so far (data and its "
                                            "ACKs)"),
-    "timeouts": Field(_PER_SUBFLOW, "1", "retransmission timeouts so far (packet level)"),
+    "timeouts": Field(_PER_SUBFLOW, "1", "retransmission timeouts so far (timers fired)"),
+    "stall": Field(_PER_SUBFLOW, "s", "time until the retransmission timer fires, the subflow "
+                                      "sending nothing (0: sending; fluid)"),
     "recoveries": Field(_PER_SUBFLOW, "1", "fast recoveries so far (packet level)"),
     "resent": Field(_PER_SUBFLOW, "bytes", "data bytes sent again so far (retransmissions, "
-                                           "also in send_rate; packet level)"),
+                                           "also in send_rate; fluid: the bytes dropped)"),
     # the run
     "dt": Field(("time",), "s", "integration step (chosen from the dynamics)"),
     # measured records: one value per transfer of a test

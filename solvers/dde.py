@@ -56,6 +56,14 @@ One step from t to t + dt:
 6. Controller states advance by Heun's method (explicit trapezoid, second order in the smooth
    state dependence) with the delayed signals held over the step, followed by the model's
    projection (floors, slow-start exit).
+7. Retransmission timeouts (window-based models, `Physics.timeouts`; `models.timeouts`): each
+   sending controller integrates its timeout hazard; when the integral reaches its next Exp(1)
+   draw (`Problem.draws`) it stalls for an RTO (`Timers`), sending nothing and its state
+   frozen, and restarts from the loss window. Bytes dropped are counted as sent again.
+8. Rounds (`Problem.rounds`, barrier-synchronised traffic): a flow sends its round's block
+   (`Problem.size` bytes each round) and waits; when every flow of its barrier has its block,
+   the barrier's next round starts (a window idle for an RTO restarts from at most its initial
+   window). `block_done` keeps when each block arrived.
 
 The vector field is discontinuous (step marking, projections), so the global order is one; the
 test suite checks that results are stable when dt halves.
@@ -88,11 +96,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from pathflow.models import aqm, pfc
-from pathflow.models.base import Array, Signals, State
+from pathflow.models import aqm, pfc, timeouts
+from pathflow.models.base import Array, CongestionModel, Signals, State
 from pathflow.solvers.problem import Grid, Physics, Problem
 
-__all__ = ["Carry", "Feedback", "Trajectory", "initial_carry", "integrate", "ring_bytes",
+__all__ = ["Carry", "Feedback", "Timers", "Trajectory", "initial_carry", "integrate", "ring_bytes",
            "run_records"]
 
 _TINY = 1e-30
@@ -115,6 +123,8 @@ class Carry(NamedTuple):
     delivered: Array  # (F,) bytes each subflow delivered to the receiver
     flow_delivered: Array  # (F,) bytes the subflow's flow delivered (the sum over its subflows)
     completion: Array  # (F,) s, inf until the last byte of the subflow's flow arrives
+    round: Array  # (F,) int32: the round its barrier is in (`Problem.rounds`)
+    block_done: Array  # (F, Physics.rounds) s, when its flow's block of each round arrived
     queue: Array  # (L+1,) bytes
     measure: Array  # (L+1,) RED average (bytes)
     ratio: Array  # (L+1,) departure / arrival of the previous step
@@ -124,6 +134,19 @@ class Carry(NamedTuple):
     rtt: Array  # (F,) s, round-trip time at `queue` (split-weighted over the paths)
     acks: Array  # (L+1,) bytes/s of ACKs arriving at each link (the last step's deliveries)
     feedback: Feedback  # signals in flight back to the controllers
+    timers: Timers  # retransmission timeouts (`models.timeouts`)
+
+
+class Timers(NamedTuple):
+    """Each controller's retransmission timer and what its losses cost (`models.timeouts`)."""
+
+    stall: Array  # (F,) s until its timer fires; 0 while it sends
+    srtt: Array  # (F,) s, RFC 6298's smoothed round trip
+    rttvar: Array  # (F,) s, and its variation
+    clock: Array  # (F,) the timeout hazard integrated since the last timeout
+    count: Array  # (F,) timeouts so far
+    lost: Array  # (F,) bytes dropped so far, each sent again
+    sent_at: Array  # (F,) s, the last step it sent (for the restart after idle)
 
 
 class Feedback(NamedTuple):
@@ -151,7 +174,11 @@ class Trajectory(NamedTuple):
     state: State  # (records, F) each
     delivered: Array  # (records, F) bytes
     completion: Array  # (F,) s
+    block_done: Array  # (F, rounds) s, when each round's block of the flow arrived (inf: not)
     dt: Array  # (records,) s, the step used (solvers.stepping)
+    stall: Array  # (records, F) s until the retransmission timer fires (0: sending)
+    timeouts: Array  # (records, F) timeouts so far
+    resent: Array  # (records, F) bytes dropped so far (sent again)
 
 
 class _Sums(NamedTuple):
@@ -179,6 +206,8 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
         delivered=jnp.zeros(controllers, dtype),
         flow_delivered=jnp.zeros(controllers, dtype),
         completion=jnp.full(controllers, jnp.inf, dtype),
+        round=jnp.zeros(controllers, jnp.int32),
+        block_done=jnp.full((controllers, physics.rounds), jnp.inf, dtype),
         queue=zeros_links,
         measure=zeros_links,
         ratio=jnp.ones(links, dtype),
@@ -192,6 +221,10 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
             due=jnp.zeros(controllers, jnp.int32),
             seen=jnp.zeros((controllers, 3), dtype),
         ),
+        # the RTT estimator starts from the base round trip, the sample a handshake gives
+        timers=Timers(jnp.zeros(controllers, dtype), layout.base_rtt, 0.5 * layout.base_rtt,
+                      jnp.zeros(controllers, dtype), jnp.zeros(controllers, dtype),
+                      jnp.zeros(controllers, dtype), jnp.zeros(controllers, dtype)),
     )
 
 
@@ -405,8 +438,10 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     rtt = carry.rtt  # at the current queues, computed by the previous step (or initial_carry)
     flow = problem.subflow_flow
     count = problem.count  # the identical subflows each controller runs for (0: padding)
-    running = (time >= problem.start) & (carry.flow_delivered < problem.size) & (count > 0)
-    wanted = jnp.where(running, model.rate(carry.state, rtt, problem.params), 0.0)
+    quota = problem.size * (carry.round + 1)  # bytes of the flow due by the end of its round
+    running = (time >= problem.start) & (carry.flow_delivered < quota) & (count > 0)
+    sending = running & (carry.timers.stall <= 0)  # a flow in timeout sends nothing
+    wanted = jnp.where(sending, model.rate(carry.state, rtt, problem.params), 0.0)
     wanted = wanted * problem.packet
     offered = jax.ops.segment_sum(wanted * count, problem.nic, links)
     room = jnp.maximum(queues.capacity - carry.acks, 0.0)  # a NIC sends its host's ACKs first
@@ -467,20 +502,86 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     slope_later = model.derivative(guess, later, params)
     stepped = jax.tree.map(lambda s, a, b: s + 0.5 * dt * (a + b), carry.state, slope, slope_later)
     stepped = model.project(stepped, signals, params)
-    state = jax.tree.map(lambda new, old: jnp.where(running, new, old), stepped, carry.state)
+    state = jax.tree.map(lambda new, old: jnp.where(sending, new, old), stepped, carry.state)
+    lost = carry.timers.lost + path_send * mark_loss[1] * dt
+    sent_at = jnp.where(send > 0, time + dt, carry.timers.sent_at)
+    timers = carry.timers._replace(lost=lost, sent_at=sent_at)
+    if physics.timeouts:
+        timers, state = _time_out(model, problem, rtt, mark_loss[1], packets_per_s, sending,
+                                  state, timers, quota - carry.flow_delivered)
 
     delivered = carry.delivered + flow_rate * dt
     flow_total = jax.ops.segment_sum(delivered, flow, flow.shape[0])[flow]
-    finished = (flow_total >= problem.size) & jnp.isinf(carry.completion)
+    finished = (flow_total >= problem.size * problem.rounds) & jnp.isinf(carry.completion)
     completion = jnp.where(finished, time + dt, carry.completion)
+    turn, block_done = carry.round, carry.block_done
+    if physics.rounds > 1:
+        turn, block_done, state = _barrier(model, problem, carry, flow_total >= quota, state,
+                                           timers, time + dt)
 
-    new_carry = Carry(carry.step + 1, state, delivered, flow_total, completion, moved.queue,
+    new_carry = Carry(carry.step + 1, state, delivered, flow_total, completion, turn, block_done,
+                      moved.queue,
                       measure, ratio, held, views, decided, rtt_later,
-                      _acks(flow_rate, ratio, problem, layout, widths), feedback)
+                      _acks(flow_rate, ratio, problem, layout, widths), feedback, timers)
     marked = mark * arrival
     sums = _Sums(arrival, moved.departure, moved.drop, marked, flow_rate, send, paused,
                  moved.queue, moved.queue)
     return new_carry, sums
+
+
+def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
+              sent: Array, sending: Array, state: State, timers: Timers, due: Array
+              ) -> tuple[Timers, State]:
+    """Advance the retransmission timers over one step (`models.timeouts`): a sending
+    controller integrates its timeout hazard and times out when the integral reaches its next
+    Exp(1) draw; a stalled one waits out its RTO and then restarts from the loss window.
+    The hazard is that of the packets sent now (`loss` the fraction of them its paths drop,
+    `sent` their rate in packets/s, `due` bytes of the round not yet delivered): the timer
+    runs from the loss, and the followers a lost packet can have are counted now."""
+    dt = problem.dt
+    srtt, rttvar = timeouts.smoothed_rtt(timers.srtt, timers.rttvar, rtt, dt)
+    srtt = jnp.where(sending, srtt, timers.srtt)
+    rttvar = jnp.where(sending, rttvar, timers.rttvar)
+    cwnd = state["cwnd"]
+    unsent = due / problem.packet - cwnd  # the round's segments not yet sent
+    rate = timeouts.hazard(cwnd, loss, sent, rtt, unsent)
+    clock = timers.clock + jnp.where(sending, rate * dt, 0.0)
+    draws = problem.draws
+    turn = timers.count.astype(jnp.int32) % draws.shape[1]
+    threshold = jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
+    fire = sending & (clock >= threshold)
+    stall = jnp.where(fire, timeouts.rto(srtt, rttvar, problem.rto_min),
+                      jnp.maximum(timers.stall - dt, 0.0))
+    restarted = timeouts.restart(state, model.min_window(problem.params))
+    state = jax.tree.map(lambda new, old: jnp.where(fire, new, old), restarted, state)
+    return Timers(stall, srtt, rttvar, jnp.where(fire, 0.0, clock),
+                  timers.count + fire, timers.lost, timers.sent_at), state
+
+
+def _barrier(model: CongestionModel, problem: Problem, carry: Carry, done: Array, state: State,
+             timers: Timers, now: Array) -> tuple[Array, Array, State]:
+    """Barrier-synchronised rounds: note when each flow's block of its round arrived; when
+    every flow of a barrier has its block, the barrier's next round starts. A window idle for
+    at least an RTO restarts from min(W, initial window) with ssthresh at least 3/4 W (RFC 2861,
+    RFC 5681 §4.1, Linux's tcp_slow_start_after_idle), as the packet-level reference."""
+    controllers = done.shape[0]
+    rows = jnp.arange(controllers)
+    turn = carry.round
+    first = done & jnp.isinf(carry.block_done[rows, turn])
+    block_done = carry.block_done.at[rows, turn].set(
+        jnp.where(first, now, carry.block_done[rows, turn]), unique_indices=True)
+    everyone = jax.ops.segment_min(done.astype(jnp.int32), problem.barrier, controllers)
+    advance = (everyone[problem.barrier] > 0) & (turn + 1 < problem.rounds)
+    if model.min_window(problem.params) is not None:
+        idle = now - timers.sent_at >= timeouts.rto(timers.srtt, timers.rttvar, problem.rto_min)
+        initial = model.initial_state(problem.params)["cwnd"]
+        restart = advance & idle
+        cwnd = state["cwnd"]
+        state = {**state, "cwnd": jnp.where(restart, jnp.minimum(cwnd, initial), cwnd),
+                 "ssthresh": jnp.where(restart, jnp.maximum(state["ssthresh"], 0.75 * cwnd),
+                                       state["ssthresh"]),
+                 "slow_start": jnp.where(restart, 1.0, state["slow_start"])}
+    return turn + advance, block_done, state
 
 
 def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, carry: Carry,
@@ -513,7 +614,9 @@ def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, car
         mark=sums.mark / n, pause=sums.pause / n, flow_rate=sums.flow_rate / n,
         send_rate=sums.send_rate / n,
         rtt=carry.rtt, state=carry.state, delivered=carry.delivered,
-        completion=carry.completion, dt=problem.dt,
+        completion=carry.completion, block_done=carry.block_done, dt=problem.dt,
+        stall=carry.timers.stall,
+        timeouts=carry.timers.count, resent=carry.timers.lost,
     )
     return carry, sample
 

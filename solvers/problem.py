@@ -49,6 +49,10 @@ class Physics:
     # lossless switches (`models.pfc`): how many steps of pause decisions the solver keeps for
     # their flight to the paused links (0: no PFC)
     pfc: int = 0
+    # retransmission timeouts of window-based controllers (`models.timeouts`)
+    timeouts: bool = False
+    # the most rounds of any flow (`Problem.rounds`; 1: no barrier-synchronised traffic)
+    rounds: int = 1
 
 
 class Problem(NamedTuple):
@@ -63,10 +67,15 @@ class Problem(NamedTuple):
     pfc_group: Array  # (L+1,) int32: the first link feeding the same switch (shared PFC buffer)
     reverse: Array  # (L+1,) int32: the link back, where ACKs of data on this one queue (L: none)
     start: Array  # (F,) s, its flow's start
-    size: Array  # (F,) bytes, its flow's size (inf for a long-lived flow)
+    size: Array  # (F,) bytes, its flow's size per round (inf for a long-lived flow)
+    rounds: Array  # (F,) int32: its flow's rounds of `size` bytes (1: one transfer)
+    barrier: Array  # (F,) int32 < F: its barrier (the flows of a group with rounds wait for
+    # each other between rounds); one of its own where it has one round
     count: Array  # (F,) identical subflows it runs for (pathflow.compile); 0 for padding
     packet: Array  # (F,) bytes per packet (transport.mss)
     ack: Array  # (F,) ACK bytes per delivered data byte (ack_size / (mss x segments per ACK))
+    rto_min: Array  # (F,) s, the retransmission timer's lower bound (`models.timeouts`)
+    draws: Array  # (F, M) Exp(1) thresholds of successive timeouts (`models.timeouts`)
     params: Any  # (F,) each: the congestion-control model's Params
     dt: Array  # () s
     # The hop layout (see the module docstring), one array per hop index h, derived from the
@@ -207,9 +216,15 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
                                        links), dtype=jnp.int32),
         start=grow(problem.start, controllers, 0.0),
         size=grow(problem.size, controllers, 0.0),
+        rounds=jnp.asarray(grow(problem.rounds, controllers, 1), dtype=jnp.int32),
+        barrier=jnp.asarray(np.concatenate([np.asarray(problem.barrier),
+                                            np.arange(problem.n_subflows, controllers)]),
+                            dtype=jnp.int32),
         count=grow(problem.count, controllers, 0.0),
         packet=grow(problem.packet, controllers, float(np.asarray(problem.packet)[0])),
         ack=grow(problem.ack, controllers, 0.0),
+        rto_min=grow(problem.rto_min, controllers, 1.0),
+        draws=grow(problem.draws, controllers, np.inf),
         params=params,
         dt=problem.dt,
     ))
@@ -281,7 +296,11 @@ def merge_problems(problems: list[Problem]) -> Problem:
                                   for p, o in zip(problems, link_offset, strict=True)),
                                 [total_links]]).astype(np.int32),
         start=join("start"), size=join("size"), count=join("count"), packet=join("packet"),
-        ack=join("ack"),
+        rounds=join("rounds"),
+        barrier=np.concatenate([np.asarray(p.barrier) + o for p, o in zip(problems, subflow_offset,
+                                                                           strict=True)]
+                               ).astype(np.int32),
+        ack=join("ack"), rto_min=join("rto_min"), draws=join("draws"),
         params=params, dt=problems[0].dt)
     return with_hop_layout(merged)
 

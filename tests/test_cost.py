@@ -55,6 +55,7 @@ def test_steps_records_and_memory_follow_the_closed_forms() -> None:
     assert estimate.history_bytes == history * 2 * 4 * 4
 
     # recorded: 7 series per link (6 links + the padding link), 4 per controller plus its state,
+    # the state counted with the 3 series of the retransmission timer (as the Dataset has them),
     # kept three times by the solver; the state variables are the Dataset's per-subflow series
     # beyond the rate and RTT
     ds = pathflow.simulate(scenario)

@@ -1,0 +1,129 @@
+"""Retransmission timeouts of window-based TCP in the fluid model.
+
+Model
+-----
+A loss is repaired by fast retransmit only when at least three duplicate ACKs (SACK blocks)
+come back after it and the retransmission itself arrives. Otherwise the flow stalls: it sends
+nothing until its retransmission timer fires, RTO after the loss, and then restarts from the
+loss window in slow start with ssthresh = max(W/2, min_cwnd) (RFC 5681 §3.1, RFC 6298 §5; the
+fluid window's floor is min_cwnd, Linux's loss window is one segment). This module gives the
+rate at which a flow's losses are of that kind and the RTO estimator; the solver
+(`solvers.dde`) holds each flow's timeout state.
+
+Each flow is a stochastic hybrid system (Hespanha, Bohacek, Obraczka and Lee 2001; Bohacek,
+Hespanha, Lee and Obraczka 2003 model timeouts as a mode of the fluid TCP flow): between
+timeouts its window follows the fluid model; a timeout strikes as the first event of a Poisson
+process of intensity
+
+    h(t) = lambda(p) Q(m, p),   lambda(p) = min(x(t) p(t), 1/R)
+
+lambda being the loss events (windows with a loss) per second of the mean-field model
+(`models.window.event_rate`) among the packets the flow sends now (x its rate, p the fraction
+its path drops now: the timer runs from the loss, not from the moment the sender would learn
+of it), and Q the probability that a loss event cannot be repaired by
+fast retransmit (Padhye, Firoiu, Towsley and Kurose 1998 give Q = min(1, 3/W) for Reno with
+correlated losses; with SACK and limited transmit, as the packet-level reference and Linux):
+
+    Q(m, p) = 1 - P[Binomial(m, 1 - p) >= 3],   m = min(W + 1, u)
+
+m is the number of segments that can follow the lost one: the rest of the window and the two
+that limited transmit (RFC 3042) sends on the first two duplicate ACKs, but no more than the
+u = r - W segments of the flow's block not yet sent (r the segments of the block not yet
+delivered): a loss among a block's last segments (the "block tail" timeouts of incast,
+Zhang, Ren and Lin 2011) has too few followers. The binomial tail is written with real-valued
+m, which interpolates between whole windows. A lost retransmission also needs the timer, but
+the retransmission leaves a round trip after the loss, from a window already cut, and the loss
+fraction p of the moment of the loss says little about its fate (counted at p, it timed out
+half the flows of a slow-start overshoot that SACK repairs at packet level): it is left out.
+
+The solver realises the Poisson process by the time change: each flow draws a threshold
+E ~ Exp(1) (from `[run] seed`), accumulates the integral of h while it sends, and times out
+when the integral reaches E. Flows therefore time out at different moments, as packet-level
+flows do, and a fluid flow in timeout sends nothing; exchangeable flows are not merged when
+timeouts are possible (`pathflow.compile`).
+
+RTO (RFC 6298, as the packet-level reference): RTO = max(rto_min, srtt + 4 rttvar), srtt and
+rttvar smoothed from the flow's round trip once per round trip (gains 1/8 and 1/4), starting
+from the base round trip (srtt = R0, rttvar = R0/2, the sample a handshake gives).
+
+Parameters
+----------
+`[transport] rto_min` (default 200 ms, Linux; 1 ms and 200 us are datacenter settings).
+
+Scope and limitations
+---------------------
+Window-based controls only (a rate-based DCQCN sender takes no notice of losses in the fluid
+model). Not modelled: lost retransmissions (above), the exponential backoff of consecutive
+timeouts (RFC 6298 §5.5), tail loss probes and RACK (Linux since 3.10 and 4.4; the packet-level
+reference and ns-3 have neither), spurious timeouts, and go-back-N retransmission of data that
+had arrived (the fluid flow resends only what was lost). Losses within a fluid flow are
+independent given p; a drop-tail burst that takes a whole window is represented through m and
+p, not as a burst.
+
+Validation
+----------
+tests/test_timeouts.py: the hazard against the binomial count of duplicate ACKs, a flow in
+timeout sends nothing, no timeouts with a buffer of one BDP per flow, goodput never above
+throughput, and the 2,000-flow drop-tail incast against the packet-level reference.
+
+References
+----------
+J. Padhye, V. Firoiu, D. Towsley, J. Kurose, "Modeling TCP throughput: a simple model and its
+empirical validation", SIGCOMM 1998. J. Hespanha, S. Bohacek, K. Obraczka, J. Lee, "Hybrid
+modeling of TCP congestion control", HSCC 2001. J. Zhang, F. Ren, C. Lin, "Modeling and
+understanding TCP incast in data center networks", INFOCOM 2011. RFC 3042, RFC 5681, RFC 6298.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from pathflow.models.base import Array, State
+from pathflow.models.window import event_rate
+
+__all__ = ["DRAWS", "DUPLICATE_ACKS", "RTO_MAX", "hazard", "repairable", "restart", "rto",
+           "smoothed_rtt"]
+
+DUPLICATE_ACKS = 3  # RFC 5681's DupThresh
+DRAWS = 64  # thresholds drawn per flow; a flow with more timeouts reuses them in turn
+RTO_MAX = 60.0  # s: RFC 6298 (2.5)
+
+
+def repairable(followers: Array, loss: Array) -> Array:
+    """P[Binomial(m, 1 - p) >= 3]: at least three of the m segments after a lost one arrive
+    (0 for m < 3), m real-valued."""
+    m = jnp.maximum(followers, float(DUPLICATE_ACKS))
+    p = jnp.clip(loss, 1e-12, 1.0)
+    q = 1.0 - p
+    fewer = p ** m + m * q * p ** (m - 1.0) + 0.5 * m * (m - 1.0) * q * q * p ** (m - 2.0)
+    return jnp.where(followers >= DUPLICATE_ACKS, jnp.clip(1.0 - fewer, 0.0, 1.0), 0.0)
+
+
+def hazard(cwnd: Array, loss: Array, rate: Array, rtt: Array, unsent: Array) -> Array:
+    """Timeouts per second of a flow sending (see the module docstring): `cwnd` in packets,
+    `loss` the fraction of its packets dropped, `rate` its sending rate (packets/s), `unsent`
+    the segments of its block not yet sent (inf for a flow that never ends)."""
+    # the rest of the window (W - 1) and limited transmit's two, no more than the block has left
+    followers = jnp.minimum(cwnd + 1.0, jnp.maximum(unsent, 0.0))
+    return event_rate(loss, rate, rtt) * (1.0 - repairable(followers, loss))
+
+
+def smoothed_rtt(srtt: Array, rttvar: Array, rtt: Array, dt: Array) -> tuple[Array, Array]:
+    """RFC 6298's estimator, one sample per round trip, as a continuous filter over `dt`."""
+    per_rtt = dt / rtt
+    rttvar = rttvar + per_rtt * 0.25 * (jnp.abs(srtt - rtt) - rttvar)
+    return srtt + per_rtt * 0.125 * (rtt - srtt), rttvar
+
+
+def rto(srtt: Array, rttvar: Array, rto_min: Array) -> Array:
+    """max(rto_min, srtt + 4 rttvar), at most 60 s (RFC 6298)."""
+    return jnp.clip(srtt + 4.0 * rttvar, rto_min, RTO_MAX)
+
+
+def restart(state: State, min_cwnd: Array) -> State:
+    """A window-based state after its timeout: ssthresh = max(W/2, min_cwnd), the loss window,
+    slow start, no reduction pending."""
+    cwnd = state["cwnd"]
+    zeros = jnp.zeros_like(cwnd)
+    return {**state, "ssthresh": jnp.maximum(0.5 * cwnd, min_cwnd), "cwnd": min_cwnd,
+            "slow_start": jnp.ones_like(cwnd), "cwr": zeros, "credit": zeros}

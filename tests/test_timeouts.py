@@ -1,0 +1,108 @@
+"""Retransmission timeouts in the fluid model (`models.timeouts`, the solver's timers): the
+hazard against the binomial count of duplicate ACKs, and the properties issue 11 names (a flow
+in timeout sends nothing, goodput never above throughput, no timeouts with a buffer of one BDP
+per flow), the last also at packet level."""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pathflow.models import timeouts
+from pathflow.models.window import event_rate
+from pathflow.scenario import Scenario
+from pathflow.simulate import simulate
+
+
+def _at_least_three(m: int, p: float) -> float:
+    """P[at least 3 of m segments arrive], each lost with probability p, by enumeration."""
+    return sum(math.comb(m, k) * (1 - p) ** k * p ** (m - k) for k in range(3, m + 1))
+
+
+@pytest.mark.parametrize("m", [0, 1, 2, 3, 4, 7, 12, 40])
+@pytest.mark.parametrize("p", [0.001, 0.05, 0.3, 0.8])
+def test_repairable_is_the_binomial_tail(m: int, p: float) -> None:
+    got = float(timeouts.repairable(jnp.asarray(float(m)), jnp.asarray(p)))
+    assert got == pytest.approx(_at_least_three(m, p), rel=1e-9, abs=1e-12)
+
+
+def test_hazard_limits() -> None:
+    rtt, acked = jnp.asarray(1e-4), jnp.asarray(1e5)
+    # nothing lost, nothing to repair
+    assert float(timeouts.hazard(jnp.asarray(10.0), jnp.asarray(0.0), acked, rtt,
+                                 jnp.asarray(jnp.inf))) == 0.0
+    # a block's last two segments: every loss event needs the timer
+    loss = jnp.asarray(0.01)
+    tail = timeouts.hazard(jnp.asarray(10.0), loss, acked, rtt, jnp.asarray(2.0))
+    assert float(tail) == pytest.approx(float(event_rate(loss, acked, rtt)))
+    # a long-lived flow at the 2-segment floor: three followers, all must arrive
+    floor = timeouts.hazard(jnp.asarray(2.0), loss, acked, rtt, jnp.asarray(jnp.inf))
+    assert float(floor) == pytest.approx(float(event_rate(loss, acked, rtt))
+                                         * (1 - 0.99 ** 3), rel=1e-6)
+
+
+def test_rto_follows_rfc6298() -> None:
+    srtt, rttvar = jnp.asarray(0.01), jnp.asarray(0.002)
+    assert float(timeouts.rto(srtt, rttvar, jnp.asarray(0.2))) == pytest.approx(0.2)
+    assert float(timeouts.rto(srtt, rttvar, jnp.asarray(2e-4))) == pytest.approx(0.018)
+
+
+def _incast(flows: int, buffer: str, duration: str = "60ms", **transport: object) -> Scenario:
+    return Scenario.from_dict({
+        "name": "timeouts",
+        "topology": {"kind": "star", "senders": 8, "link_rate": "1Gbps", "delay": "25us",
+                     "buffer": buffer},
+        "aqm": {"kind": "droptail"},
+        "traffic": {"pattern": "incast", "flows": flows},
+        "transport": {"cc": "reno", "rto_min": "5ms", **transport},
+        "run": {"duration": duration, "seed": 3},
+    })
+
+
+@pytest.fixture(scope="module")
+def collapsed() -> object:
+    """64 Reno flows into a 32 KB port: windows of a few segments, losses, timeouts."""
+    return simulate(_incast(64, "32KB"))
+
+
+def test_shallow_incast_times_out(collapsed) -> None:
+    assert float(collapsed.timeouts.isel(time=-1).sum()) > 0
+
+
+def test_a_flow_in_timeout_sends_nothing(collapsed) -> None:
+    stall = collapsed.stall.values
+    sending = collapsed.send_rate.values  # one subflow per flow here
+    # a stall that was under way at the start of a record interval and still at its end
+    # covers the whole interval
+    continued = (stall[:-1] > 0) & (stall[1:] > 0) & (stall[1:] < stall[:-1])
+    assert continued.any()
+    assert np.all(sending[1:][continued] == 0.0)
+
+
+def test_goodput_never_exceeds_throughput(collapsed) -> None:
+    interval = collapsed.attrs["sample_interval"]
+    sent = np.cumsum(collapsed.send_rate.values, axis=0) * interval
+    delivered = collapsed.delivered.values
+    assert np.all(delivered <= sent * (1 + 1e-9) + 1e-6)
+    # what was lost was sent again: sent = delivered + resent + in flight
+    resent = collapsed.resent.values
+    assert np.all(resent >= 0) and float(resent[-1].sum()) > 0
+
+
+@pytest.mark.parametrize("engine", ["fluid", "packet"])
+def test_no_timeouts_with_a_bdp_per_flow(engine: str) -> None:
+    """8 Reno flows, the port holding one bandwidth-delay product per flow: the sawtooth's
+    losses come one per window at windows of tens of segments, all repaired by fast
+    retransmit."""
+    bdp = 1e9 / 8 * 4 * 25e-6 * 2  # bytes: 1 Gb/s times the base round trip (4 hops of 25 us)
+    scenario = _incast(8, f"{8 * bdp:.0f}B", duration="200ms", sack=True)
+    if engine == "fluid":
+        ds = simulate(scenario)
+    else:
+        from pathflow.validation.packet import simulate_packets
+        ds = simulate_packets(scenario)
+    assert float(ds.drops.sum()) > 0  # it did lose packets
+    assert float(ds.timeouts.isel(time=-1).sum()) == 0
