@@ -8,8 +8,8 @@ Flows are connections, subflows are senders: a flow's `delivered`, `flow_rate` a
 sum its subflows' (MPTCP's reassembly counted without head-of-line blocking, see `receiver`),
 `subflow_rate`, `cwnd`, `rtt` are per subflow, and `completion_time` is when the connection's
 last segment was delivered. With `[traffic] rounds` (`rounds`), `block_done` (flow, round) is
-when each flow's block of each round was delivered, the barrier's record. OLIA connections add its loss intervals `since_loss` and
-`last_interval` (packets), as the fluid model's state.
+when each flow's block of each round was delivered, the barrier's record. OLIA connections add
+its loss intervals `since_loss` and `last_interval` (packets), as the fluid model's state.
 """
 
 from __future__ import annotations
