@@ -70,8 +70,8 @@ _DIMENSIONS = {
     "flow": "flows (connections)",
     "subflow": "senders that own congestion state (one per TCP flow); subflow_flow says whose",
     "path": "slots for the network paths that carried a flow's bytes",
+    "round": "rounds of barrier-synchronised traffic ([traffic] rounds)",
     "record": "measured test configurations, each a run of its own (stacks runs)",
-    "round": "barrier-synchronised rounds of partition/aggregate reads ([traffic] rounds)",
 }
 
 _COORDINATES = {
@@ -111,7 +111,7 @@ _COORDINATES = {
     "payloadsize": Field(_PER_RUN, None, "transfer size class of the test (query, long, ...)"),
     "run": Field(_FLOW, "1", "run of the test the transfer belongs to"),
     "path": Field(("path",), "1", "path slot"),
-    "round": Field(("round",), "1", "round index (0 .. the largest traffic.rounds - 1)"),
+    "round": Field(("round",), "1", "round index"),
     "path_links": Field(("flow", "path"), None, "links along the path, joined by ' > ' (measured "
                                                 "records: link ids; engines: link names; '': "
                                                 "unused slot)"),
@@ -137,9 +137,9 @@ _VARIABLES = {
                                                 "(retransmissions included)"),
     "delivered": Field(_PER_FLOW, "bytes", "bytes delivered so far"),
     "completion_time": Field(_FLOW, "s", "time the last byte arrived (inf: never)"),
-    "block_done": Field(("flow", "round"), "s", "time the flow's block of the round (size "
-                                                "bytes) had fully arrived (inf: not within the "
-                                                "run; nan: beyond the flow's rounds)"),
+    "block_done": Field(("flow", "round"), "s", "time the flow's block of the round had "
+                                                "arrived (inf: not within the run; NaN: beyond "
+                                                "its rounds)"),
     # subflows: what a sender measures and its congestion state
     "subflow_rate": Field(_PER_SUBFLOW, "bytes/s", "rate delivered to the receiver"),
     "rtt": Field(_PER_SUBFLOW, "s", "round-trip time"),
