@@ -27,6 +27,7 @@ __all__ = [
     "bottleneck_frequency",
     "convergence_time",
     "default_warmup",
+    "flow_rounds",
     "group_summary",
     "hotspots",
     "jain_index",
@@ -34,6 +35,7 @@ __all__ = [
     "mean_network_utilization",
     "pause_time",
     "queue_stats",
+    "round_summary",
     "store_warmup",
     "summarize",
     "throughput",
@@ -296,18 +298,77 @@ def transfer_rates(ds: xr.Dataset, header_bytes: float = HEADER_BYTES) -> xr.Dat
     (`path_bytes`, retransmissions included) over the same time; the transfer time runs from
     the flow's start to its last byte's arrival (`completion_time`, inf for a flow that did
     not finish, whose rates are nan). A flow's `size` counts packets on the wire, of which
-    `header_bytes` (default: Ethernet, IPv4, TCP with timestamps) are no payload."""
+    `header_bytes` (default: Ethernet, IPv4, TCP with timestamps) are no payload; a flow with
+    rounds (`[traffic] rounds`) transfers `size` per round."""
     packet = float(ds.attrs["packet_bytes"])
     if not 0 <= header_bytes < packet:
         raise ValueError(f"header_bytes: must be in [0, {packet:g}) B (the packet size), got "
                          f"{header_bytes:g}")
     elapsed = (ds.completion_time - ds.start).where(np.isfinite(ds.completion_time))
-    goodput = ds["size"] * (1 - header_bytes / packet) / elapsed
+    transferred = ds["size"] * flow_rounds(ds)  # a flow with rounds sends `size` per round
+    goodput = transferred * (1 - header_bytes / packet) / elapsed
     throughput = ds.path_bytes.sum("path") / elapsed
     goodput.attrs = {"units": "bytes/s", "long_name": "payload bytes / transfer time"}
     throughput.attrs = {"units": "bytes/s", "long_name": "data bytes on the wire / transfer time"}
     return xr.Dataset({"goodput": goodput, "throughput": throughput,
                        "transfer_time": elapsed.assign_attrs(units="s")})
+
+
+def flow_rounds(ds: xr.Dataset) -> xr.DataArray:
+    """The rounds of each flow (`[traffic] rounds`): its entries of `block_done` that are not
+    nan; 1 for every flow of a result without rounds."""
+    if "block_done" not in ds:
+        return xr.ones_like(ds["flow"], dtype=int)
+    return ds.block_done.notnull().sum("round")
+
+
+def round_summary(ds: xr.Dataset) -> xr.Dataset:
+    """Barrier-synchronised reads (`[traffic] rounds`), per traffic group with rounds (more
+    than one) and per round, from `block_done` (flow, round) alone, so any engine's result:
+
+    - `round_start`, `round_end` (s): a round starts when the group's previous one ended (round
+      0 at its earliest flow's start) and ends at the barrier, when the last of the group's
+      blocks of that round had arrived (inf: not within the run);
+    - `round_time` (s): their difference (inf for a round that did not end);
+    - `round_goodput` (bytes/s): the group's blocks of the round (the sum of its flows' `size`,
+      wire bytes) over `round_time` (nan for a round that did not end);
+    - `goodput` (per group, bytes/s): the blocks of the completed rounds over their summed round
+      times, i.e. what an application reading round after round receives per second;
+    - `rounds` and `rounds_completed` per group.
+
+    Rounds beyond a group's own are nan. A result without rounds gives no groups."""
+    per_flow = flow_rounds(ds).values
+    group = ds.group.values if "group" in ds.coords else np.zeros(ds.sizes["flow"], dtype=int)
+    chosen = [g for g in np.unique(group) if per_flow[group == g].max() > 1]
+    width = ds.sizes.get("round", 0) if chosen else 0
+    shape = (len(chosen), width)
+    start, end = np.full(shape, math.nan), np.full(shape, math.nan)
+    blocks = np.zeros(len(chosen))  # bytes of the group's blocks of one round
+    rounds, done = np.zeros(len(chosen), int), np.zeros(len(chosen), int)
+    for k, g in enumerate(chosen):
+        mine = group == g
+        n = int(per_flow[mine].max())
+        end[k, :n] = ds.block_done.values[mine, :n].max(axis=0)  # inf if a block never came
+        start[k, 0] = float(ds.start.values[mine].min())
+        start[k, 1:n] = end[k, :n - 1]
+        blocks[k] = float(ds["size"].values[mine].sum())
+        rounds[k], done[k] = n, int(np.isfinite(end[k, :n]).sum())
+    with np.errstate(invalid="ignore"):
+        time = np.where(np.isinf(end), math.inf, end - start)
+        goodput = np.where(np.isfinite(time), blocks[:, None] / time, math.nan)
+    completed = np.isfinite(time)
+    spent = np.where(completed, time, 0.0).sum(axis=1)
+    mean = np.divide(blocks * done, spent, out=np.full(len(chosen), math.nan), where=spent > 0)
+    per_round = ("group", "round")
+    return xr.Dataset(
+        {"round_start": (per_round, start, {"units": "s"}),
+         "round_end": (per_round, end, {"units": "s"}),
+         "round_time": (per_round, time, {"units": "s"}),
+         "round_goodput": (per_round, goodput, {"units": "bytes/s"}),
+         "goodput": ("group", mean, {"units": "bytes/s", "long_name": "blocks of the completed "
+                                     "rounds / their summed round times"}),
+         "rounds": ("group", rounds), "rounds_completed": ("group", done)},
+        coords={"group": np.asarray(chosen, dtype=int), "round": np.arange(width)})
 
 
 def group_summary(ds: xr.Dataset, warmup: float | None = None) -> xr.Dataset:

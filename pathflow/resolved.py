@@ -101,6 +101,9 @@ class ResolvedTraffic:
     stride: int | None
     pairs: tuple[tuple[int, int], ...] | None
     receiver: int | None
+    # incast: barrier-synchronised reads; `size` is each flow's block per round, and a group's
+    # next round starts when every one of its flows has delivered its block
+    rounds: int = 1
 
 
 @dataclass(frozen=True)

@@ -53,13 +53,16 @@ __all__ = ["Flow", "Routes", "build_routes", "equal_cost_paths"]
 @dataclass(frozen=True)
 class Flow:
     """One flow, i.e. one connection (the Dataset's `flow`). SI units; size is math.inf for a
-    flow that never ends."""
+    flow that never ends. With `rounds` > 1 (`[traffic] rounds`, incast) the flow sends `size`
+    bytes per round, `rounds` times: round r + 1 of every flow of its group starts when the
+    last of them has delivered its round-r block (a barrier), so it transfers rounds x size."""
 
     src: str
     dst: str
     start: float
-    size: float
+    size: float  # bytes; per round with rounds > 1 (the block)
     group: int = 0  # its traffic group (`[[traffic.groups]]`), 0 without groups
+    rounds: int = 1  # barrier-synchronised rounds of its group (1: one transfer of `size`)
 
 
 @dataclass(frozen=True)
@@ -343,7 +346,7 @@ def _flows(scenario: Scenario, network: Network) -> list[Flow]:
         if float(starts.max()) >= scenario.si.run.duration:
             raise ScenarioError(f"{group.field('traffic', 'start')}: every flow must start "
                                 "before run.duration ends")
-        flows += [Flow(s, d, float(t0), traffic.size, index)
+        flows += [Flow(s, d, float(t0), traffic.size, index, traffic.rounds)
                   for (s, d), t0 in zip(pairs, starts, strict=True)]
     return flows
 

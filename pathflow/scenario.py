@@ -185,6 +185,7 @@ class Traffic(_Section):
     stride: int | None = Field(None, ge=1)
     pairs: list[tuple[int, int]] | None = None
     receiver: int | None = Field(None, ge=0)
+    rounds: int = Field(1, ge=1, le=1_000_000)
     groups: list[dict[str, Any]] = []
 
     @model_validator(mode="after")
@@ -451,11 +452,18 @@ def _traffic(traffic: Traffic, mss: float, where: str) -> ResolvedTraffic:
     size = _quantity(parse_size, traffic.size, f"{where}.size", packet_bytes=mss, allow_inf=True)
     if math.isinf(size) and traffic.size not in ("inf", "infinite"):
         raise ScenarioError(f"{where}.size: write 'inf' for a flow that never ends")
+    if traffic.rounds > 1 and traffic.pattern != "incast":
+        raise ScenarioError(f"{where}.rounds: barrier-synchronised rounds are a partition/"
+                            f"aggregate read, pattern = 'incast' only (got pattern = "
+                            f"{traffic.pattern!r}); leave rounds at 1")
+    if traffic.rounds > 1 and math.isinf(size):
+        raise ScenarioError(f"{where}.rounds: {traffic.rounds} rounds needs a finite "
+                            f"{where}.size (the block each server sends per round)")
     return ResolvedTraffic(
         pattern=traffic.pattern, flows=traffic.flows, size=size, start=time("start") or 0.0,
         start_jitter=time("start_jitter"), stride=traffic.stride,
         pairs=None if traffic.pairs is None else tuple(map(tuple, traffic.pairs)),
-        receiver=traffic.receiver)
+        receiver=traffic.receiver, rounds=traffic.rounds)
 
 
 def _transport(transport: Transport, mss: float, where: str, link_rate: float

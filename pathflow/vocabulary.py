@@ -49,6 +49,10 @@ name = "..."                   label for outputs
   size       bytes per flow or "inf" (default); a finite flow ends when its bytes are delivered
   start      start time of every flow (default "0s");  start_jitter: add uniform [0, jitter)
   stride     stride pattern: offset;  receiver: incast receiver index (default 0)
+  rounds     incast: barrier-synchronised reads (partition/aggregate, as cluster storage and web
+             search), >= 1 (default 1): each flow sends `size` (finite: its block) per round,
+             and the group's next round starts when every one of its flows has delivered its
+             block; results: block_done (flow, round) and pathflow.metrics.round_summary
   [[traffic.groups]]  mixed traffic: each entry a traffic table of its own (any key above) that
              may also set any [transport] key but the host stack's (mss, sack, rto_min,
              delayed_ack_timeout): cc, subflows, path_manager, the cc's parameters, e.g. MPTCP

@@ -1,5 +1,6 @@
 """`pathflow run`: one scenario through the fluid model or the packet-level reference, summarised
-as tables of flows and busiest links, the convergence time and the invariant verdict."""
+as tables of flows and busiest links, a line per traffic group with rounds (`[traffic] rounds`),
+the convergence time and the invariant verdict."""
 
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
     console.print(flows)
     if summary.groups.sizes["group"] > 1:
         _groups_table(summary.groups)
+    if "block_done" in ds:
+        _rounds_lines(ds)
     links = Table(title="Busiest links (steady window)", title_justify="left")
     for column in ("link", "utilization", "queue mean", "p99", "max", "drops"):
         links.add_column(column, justify="left" if column == "link" else "right", overflow="fold")
@@ -94,6 +97,24 @@ def _summary_table(ds: xr.Dataset, scenario: Scenario) -> None:
     broken = [f"{name}: {v.detail}" for name, v in report.violations.items()]
     holds = "all hold" if report.ok else "VIOLATED: " + "; ".join(broken)
     console.print(f"Invariants ({', '.join(report)}): {holds}")
+
+
+def _rounds_lines(ds: xr.Dataset) -> None:
+    """One line per traffic group with barrier-synchronised rounds: rounds completed, round
+    times, goodput (`metrics.round_summary`)."""
+    from pathflow.metrics import round_summary
+
+    rounds = round_summary(ds)
+    for g in rounds.group.values:
+        row = rounds.sel(group=g)
+        times = row.round_time.values[: int(row.rounds)]
+        done = times[np.isfinite(times)]
+        where = f" (group {g})" if rounds.sizes["group"] > 1 or g != 0 else ""
+        spread = (f", round time mean {format_time(float(done.mean()))} "
+                  f"({format_time(float(done.min()))} to {format_time(float(done.max()))}), "
+                  f"goodput {format_rate(float(row.goodput))}" if done.size else "")
+        console.print(f"Rounds{where}: {int(row.rounds_completed)}/{int(row.rounds)} done"
+                      f"{spread}")
 
 
 def _groups_table(groups: xr.Dataset) -> None:

@@ -55,6 +55,13 @@ once on out-of-order or duplicate data, with up to 3 SACK blocks. DCQCN senders 
 are `[transport] ack_size` (64 bytes by default, as the fluid model's ACK load) and return on the
 reverse of the path of the data packet that triggered them.
 
+Rounds (`rounds`). `[traffic] rounds` makes an incast group's flows barrier-synchronised reads
+(partition/aggregate): each sends its block of `size` bytes per round, and the group's next round
+starts when the last of its blocks has been delivered in order; a sender holds only the current
+round's segments, idles between rounds, and restarts its window after an idle RTO
+(cwnd = min(cwnd, init_cwnd), Linux's tcp_slow_start_after_idle); `block_done` records when each
+block arrived. The request for the next round is not modelled: it starts at the barrier instant.
+
 Routing. ECMP: each subflow's single path from `build_routes` (a TCP flow has one subflow; an
 MPTCP connection `[transport] subflows`, hashed apart, or `[[routing.paths]]`). Spraying: each
 packet picks one of its subflow's equal-cost paths at random, by the split weights (seeded).
@@ -66,15 +73,15 @@ on disk (`jit`).
 
 Parameters
 ----------
-From the scenario: links (rate, delay, buffer), AQM, traffic (start, size), transport (cc, mss, g,
-ack_ratio, init_cwnd, min_cwnd, ssthresh; the host stack's sack (true), rto_min (200 ms, Linux and
-ns-3) and delayed_ack_timeout (min(40 ms, rto_min / 5): Linux's minimum, the ns-3 runner's
+From the scenario: links (rate, delay, buffer), AQM, traffic (start, size, rounds), transport (cc,
+mss, g, ack_ratio, init_cwnd, min_cwnd, ssthresh; the host stack's sack (true), rto_min (200 ms,
+Linux and ns-3) and delayed_ack_timeout (min(40 ms, rto_min / 5): Linux's minimum, the ns-3 runner's
 setting)), routing, run (duration, seed, sample). Options of `simulate_packets`, with their defaults
 and sources: min_rto, delack_timeout, sack and ack_bytes override the scenario's (ack_bytes:
 `[transport] ack_size`, 64); delayed_ack 2 segments (Linux, ns-3), or b for an integer ack_ratio
 b >= 2; header_bytes 0 (link framing; ns-3's point-to-point links use 2); host_jitter 0.01;
-sample_interval: `[run] sample`, else the fluid model's budget of samples, at least 10 us.
-Initial window, DCTCP g and alpha = 1 at start follow Linux and ns-3.
+sample_interval: `[run] sample`, else the fluid model's budget of samples, at least 10 us. Initial
+window, DCTCP g and alpha = 1 at start follow Linux and ns-3.
 
 Scope and limitations
 ---------------------
@@ -94,6 +101,11 @@ handshake or path manager (all subflows start with the connection), no data-sequ
 retransmission across subflows, no scheduler but the NIC's round robin, no connection-level
 receive buffer; windows and the coupled increase in floating point (Linux: integers, BALIA's
 alpha floored), growing per `ack_ratio` like Reno's (Linux's coupled modules count ACKs).
+Rounds: one subflow per flow (MPTCP connections with rounds are refused); no request packets
+(a round starts at the barrier instant); Linux's halving of an idle window per further RTO is
+left out (the restart takes min(cwnd, init_cwnd) at once); without RACK or tail loss probes a
+block's lost tail waits for the RTO, which in the first round of a small incast can cost an
+RTO that Linux would often avoid.
 
 Validation
 ----------
@@ -109,7 +121,12 @@ the DCTCP star's queue against the hardware trace (p1..p99 16..23 vs 16.3..21.4 
 19.8 vs 19.0). tests/test_packet_basics.py: line rate and base RTT on an idle path, buffers and
 byte conservation, the Reno saw-tooth, growth of 1/b segment per RTT, the closed-form
 completion time of a finite flow, a lossless PFC incast, spraying against ECMP on the k = 4
-fat-tree, determinism, the Dataset names. tests/test_mptcp_packet.py: a one-subflow connection
+fat-tree, determinism, the Dataset names. tests/test_rounds.py: round times of
+barrier-synchronised reads against closed forms (a block within the initial window, one
+slow-start round trip), the barrier from the recorded sends of two unequal flows, the window
+restart after an idle RTO, and incast collapse at 1 Gb/s with a 64 KB buffer (32 servers: every
+round waits out a 200 ms RTO, goodput < 0.4 Gb/s; 4 servers near line rate after the first
+round; rto_min = 200 us cures it). tests/test_mptcp_packet.py: a one-subflow connection
 is Reno number for number; a finite connection delivers its size once over its subflows;
 coupled growth of 1/n segment per RTT; RFC 6356's goals (disjoint paths filled, do no harm,
 balance congestion); a k = 4 fat-tree with 4 LIA subflows per connection against the fluid

@@ -6,7 +6,8 @@ flow has one subflow; an MPTCP connection `[transport] subflows`, each routed on
 ndiffports does, or given by `[[routing.paths]]`), with its own receiver; each forward path gets
 a reverse path for its ACKs. A connection's subflows are contiguous senders (`SI_CONN_FIRST`,
 `SI_CONN_END`) and start together at the flow's start (no handshake, no path manager delay).
-A TCP flow gets all its segments at once; a finite MPTCP connection's segments are handed to
+A TCP flow gets all its segments at once, or with `[traffic] rounds` its first round's
+block (`rounds`); a finite MPTCP connection's segments are handed to
 its subflows one at a time as they send new data (`sender`), and an endless one gives every
 subflow endless data. AQM applies at switch ports; a host's egress port is a NIC
 (see `links`); PFC's Xoff and Xon are the fluid model's (`topology.pfc_thresholds`,
@@ -304,9 +305,18 @@ def build(scenario: Scenario, options: Options) -> Built:
         segments = _ENDLESS if math.isinf(flow.size) else max(1, math.ceil(flow.size / mss))
         last_bytes = mss if math.isinf(flow.size) else flow.size - (segments - 1) * mss
         si[f, L.SI_CONN_FIRST], si[f, L.SI_CONN_END] = first, end
-        si[f, L.SI_CONN_SEGMENTS] = segments
+        si[f, L.SI_CONN_SEGMENTS] = segments * flow.rounds
         sf[f, L.SF_CONN_LAST_BYTES] = last_bytes
-        if end - first == 1 or math.isinf(flow.size):  # all its data at once
+        si[f, L.SI_ROUNDS] = flow.rounds
+        if flow.rounds > 1:  # its first round's block; the barrier releases the others (rounds)
+            if end - first > 1:
+                where = scenario.si.groups[flow.group].field("traffic", "rounds")
+                raise ScenarioError(f"{where}: the packet engine runs rounds with one subflow "
+                                    f"per flow; flow {subflow_flow[f]} has {end - first} "
+                                    "(leave subflows at 1, or rounds at 1)")
+            si[f, L.SI_SEGMENTS] = si[f, L.SI_BLOCK] = segments
+            sf[f, L.SF_LAST_BYTES] = last_bytes
+        elif end - first == 1 or math.isinf(flow.size):  # all its data at once
             si[f, L.SI_SEGMENTS] = segments
             sf[f, L.SF_LAST_BYTES] = last_bytes
         else:  # subflows take the connection's segments as they send (sender._take_segment)
@@ -316,6 +326,14 @@ def build(scenario: Scenario, options: Options) -> Built:
                 si[f, L.SI_CONN_UNASSIGNED] = segments
         sf[f, L.SF_START] = flow.start
     si[:, L.SI_CC] = [L.CC_CODES[senders[routes.flows[f].group]] for f in subflow_flow]
+    # traffic groups: flows are numbered group after group, so each group's senders are
+    # contiguous rows (the barrier of its rounds counts in the first)
+    group_of = np.array([routes.flows[f].group for f in subflow_flow], dtype=np.int64)
+    group_first = np.searchsorted(group_of, np.arange(len(scenario.si.groups) + 1))
+    si[:, L.SI_GROUP_FIRST] = group_first[group_of]
+    si[:, L.SI_GROUP_END] = group_first[group_of + 1]
+    si[:, L.SI_GROUP_FLOWS] = np.bincount([flow.group for flow in routes.flows],
+                                          minlength=len(scenario.si.groups))[group_of]
     si[:, L.SI_ECT] = 1 if scenario.si.aqm.marks_ecn else 0
     si[:, L.SI_FLOW] = subflow_flow
     si[:, L.SI_PATH_FIRST] = path_first[:-1]
@@ -341,7 +359,9 @@ def build(scenario: Scenario, options: Options) -> Built:
     rf = np.zeros((n_subflows, L.N_RF))
     rf[:, L.RF_COMPLETION] = math.inf
     rf[:, L.RF_LAST_CNP] = -math.inf
-    receivers = L.Receivers(i=ri, f=rf, have=np.zeros((n_subflows, ring), np.int8))
+    rounds = max(flow.rounds for flow in routes.flows)
+    receivers = L.Receivers(i=ri, f=rf, have=np.zeros((n_subflows, ring), np.int8),
+                            block_done=np.full((n_flows, rounds), math.inf))
 
     switch_buffers = sum(link.buffer for link in network.links if link.src not in network.hosts)
     rates = np.array([network.links[nic].capacity for nic in si[:, L.SI_NIC]])
@@ -354,7 +374,8 @@ def build(scenario: Scenario, options: Options) -> Built:
     pool *= options.pool_scale
     timers = 3 * n_subflows  # RTO, delayed ACK, congestion-control timer per sender
     # a TX_DONE and two PFC frames (a PAUSE and a resume in flight) per link
-    heap = pool + 3 * n_links + 3 * timers + n_subflows + 64
+    # ... and a start and a next-round event per sender
+    heap = pool + 3 * n_links + 3 * timers + 2 * n_subflows + 64
     _check_memory(pool, heap, options.pool_scale)
     ctl = np.zeros(L.N_CTL, np.int64)
     sim = L.Sim(

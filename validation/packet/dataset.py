@@ -7,8 +7,9 @@ model counts them; `flow_rate` is the rate of in-order delivery to the receiving
 Flows are connections, subflows are senders: a flow's `delivered`, `flow_rate` and `send_rate`
 sum its subflows' (MPTCP's reassembly counted without head-of-line blocking, see `receiver`),
 `subflow_rate`, `cwnd`, `rtt` are per subflow, and `completion_time` is when the connection's
-last segment was delivered. OLIA connections add its loss intervals `since_loss` and
-`last_interval` (packets), as the fluid model's state.
+last segment was delivered. With `[traffic] rounds` (`rounds`), `block_done` (flow, round) is
+when each flow's block of each round was delivered, the barrier's record. OLIA connections add
+its loss intervals `since_loss` and `last_interval` (packets), as the fluid model's state.
 """
 
 from __future__ import annotations
@@ -82,6 +83,13 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         "slow_start": (cwnd < ssthresh).astype(np.float64),
         "lost": rs[:, :, L.RS_DROPPED],
     }
+    rounds = np.array([flow.rounds for flow in flows])
+    if rounds.max() > 1:  # barrier-synchronised reads: when each flow's block of each round
+        block_done = sim.receivers.block_done.copy()  # arrived (inf: not within the run)
+        once = rounds == 1  # a flow of one round: its block is the whole flow
+        block_done[once, 0] = variables["completion_time"][once]
+        block_done[np.arange(rounds.max()) >= rounds[:, None]] = math.nan  # beyond its rounds
+        variables["block_done"] = block_done
     if scenario.si.aqm.pfc:  # as the fluid results: only where something may pause
         variables["pause"] = rl[:, :, L.RL_PAUSE]
     is_dctcp = si[:, L.SI_CC] == L.CC_DCTCP
@@ -117,6 +125,8 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         "subflow": np.arange(n_sub),
         "subflow_flow": flow_of.copy(),
     }
+    if "block_done" in variables:
+        coords["round"] = np.arange(rounds.max())
     attrs = {
         "engine": "pathflow packet",
         "pathflow_version": __version__,

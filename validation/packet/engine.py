@@ -8,6 +8,7 @@
     EV_WAKE     a paced sender may emit again
     EV_PFC      a PFC PAUSE or resume frame reaches link l's transmitter (obj 2 l + 1 or 2 l):
                 it stops starting packets, or starts again
+    EV_ROUND    sender s's group released its next round (`rounds`): its NIC is asked to pull
 
 Samples are written whenever simulated time passes a multiple of the sample interval, before
 the first event at or after that instant runs. The loop stops at the end of the last interval,
@@ -29,6 +30,7 @@ from pathflow.validation.packet.layout import (
     CTL_STATUS,
     EV_ARRIVE,
     EV_PFC,
+    EV_ROUND,
     EV_START,
     EV_TIMER,
     EV_TX_DONE,
@@ -55,6 +57,7 @@ from pathflow.validation.packet.links import (
 from pathflow.validation.packet.packets import release_packet
 from pathflow.validation.packet.receiver import on_data, on_delack_timer
 from pathflow.validation.packet.recorder import record
+from pathflow.validation.packet.rounds import start_round
 from pathflow.validation.packet.sender import on_ack, on_timeout, start_flow
 
 __all__ = ["run"]
@@ -132,6 +135,9 @@ def run(sim) -> int:
             nic = sim.senders.i[obj, SI_NIC]
         elif kind == EV_PFC:
             pfc_frame(sim, obj >> 1, obj & 1, now)
+        elif kind == EV_ROUND:
+            start_round(sim, obj, now)
+            nic = sim.senders.i[obj, SI_NIC]
         if nic >= 0:
             kick_nic(sim, nic, now)
             if kind == EV_ARRIVE:

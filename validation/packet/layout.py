@@ -16,6 +16,9 @@ table with one row per element and named columns, e.g. `sim.senders.f[s, SF_CWND
   a DCQCN queue pair later) and its receiver. The subflows of one connection are contiguous rows
   `SI_CONN_FIRST:SI_CONN_END`; state of the connection as a whole (its segments not yet given
   to a subflow, its segments delivered) lives in the row of its first subflow.
+  Likewise a traffic group's senders are contiguous (`SI_GROUP_FIRST:SI_GROUP_END`), and the
+  barrier of its rounds (`[traffic] rounds`) counts in the receiver row of its first sender;
+  `Receivers.block_done` holds when each flow's block of each round arrived.
 - `Recorder`: the samples.
 - `ctl`: global counters and the run status; `Config`: scalars.
 
@@ -139,6 +142,7 @@ EV_ARRIVE = np.int64(2)  # obj: packet (its last bit reaches the far end of its 
 EV_TIMER = np.int64(3)  # obj: timer id (see Sim.timers)
 EV_WAKE = np.int64(4)  # obj: sender (a paced sender may emit again)
 EV_PFC = np.int64(5)  # obj: 2 x link + 1 (a PAUSE reaches the link's transmitter), + 0 (resume)
+EV_ROUND = np.int64(6)  # obj: sender (its group's barrier released its next round, `rounds`)
 
 # --- timers (float) ----------------------------------------------------------------------------
 TM_DEADLINE = 0  # when the timer should fire (inf: off)
@@ -198,7 +202,8 @@ SF_TIMEOUTS = 47  # retransmission timeouts so far (count)
 SF_RECOVERIES = 48  # fast recoveries (fast retransmits) so far (count)
 SF_RESENT_BYTES = 49  # cumulative wire bytes of retransmitted data (in SF_SENT_BYTES too)
 SF_RESENT_LOST = 50  # s, SACK recovery: a retransmission sent before this is lost again (sack.py)
-N_SF = 51
+SF_LAST_SEND = 51  # s, when it last sent data (idle restart of the window between rounds)
+N_SF = 52
 # senders: int
 SI_PHASE = 0  # WAITING / RUNNING / DONE
 SI_CA = 1  # CA_* state
@@ -237,7 +242,14 @@ SI_SACK = 32  # 1: SACK (RFC 2018) with RFC 6675 loss recovery; 0: NewReno (sack
 SI_PIPE = 33  # SACK recovery: RFC 6675's pipe, segments (recomputed on each ACK, +1 per send)
 SI_NEXT_LOST = 34  # SACK recovery: lowest lost segment not yet retransmitted (-1: none)
 SI_LOST_EDGE = 35  # SACK recovery: unSACKed segments below this are lost (IsLost)
-N_SI = 36
+# barrier-synchronised rounds (`[traffic] rounds`, `rounds.py`); a flow without rounds has 1
+SI_ROUNDS = 36  # rounds of its flow
+SI_ROUND = 37  # the round it may send (released so far - 1)
+SI_BLOCK = 38  # segments per round (its block; 0: no rounds, the last segment is SEGMENTS - 1)
+SI_GROUP_FIRST = 39  # the senders of its traffic group: rows GROUP_FIRST:GROUP_END
+SI_GROUP_END = 40
+SI_GROUP_FLOWS = 41  # connections in its traffic group (the barrier's count)
+N_SI = 42
 
 # --- receivers ---------------------------------------------------------------------------------
 RI_NXT = 0  # next in-order segment expected
@@ -246,7 +258,8 @@ RI_CE = 2  # DCTCP CE state: CE bit of the last data packet
 RI_PATH = 3  # path of the last data packet (its reverse carries the ACK)
 RI_OOO = 4  # out-of-order segments held
 RI_CONN_DELIVERED = 5  # first subflow's row: segments of its connection delivered in order
-RI_SACK = 6  # SACK blocks held, as PK_SACK: [start, end) at RI_SACK + 2 k, most recent first
+RI_ROUND_DONE = 6  # the group's first row: its connections that have the current round's block
+RI_SACK = 7  # SACK blocks held, as PK_SACK: [start, end) at RI_SACK + 2 k, most recent first
 N_RI = RI_SACK + 2 * SACK_BLOCKS
 RF_DELIVERED = 0  # bytes delivered in order to the application
 RF_COMPLETION = 1  # s, when the connection's last byte was delivered (inf until then)
@@ -332,6 +345,7 @@ class Receivers(NamedTuple):
     i: np.ndarray  # (S, N_RI)
     f: np.ndarray  # (S, N_RF)
     have: np.ndarray  # (S, ring) int8: out-of-order segment held
+    block_done: np.ndarray  # (F, largest rounds) s: flow f's block of round r arrived (inf: not)
 
 
 class Recorder(NamedTuple):

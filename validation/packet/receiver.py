@@ -23,6 +23,9 @@
   in-order bytes, and it completes when all its segments have been delivered (the last
   subflow's last segment), with no connection-level head-of-line blocking and no meta-buffer
   (receive-window) limit.
+- Rounds (`rounds.py`): when in-order delivery completes a block of a flow with rounds, the
+  receiver records the time and counts the flow in its group's barrier, which releases the
+  group's next round once every flow has the current round's block.
 """
 
 from __future__ import annotations
@@ -52,16 +55,16 @@ from pathflow.validation.packet.layout import (
     RI_PATH,
     RI_PENDING,
     SF_CNP_CAPACITY,
-    SF_LAST_BYTES,
+    SI_BLOCK,
     SI_CONN_END,
     SI_CONN_FIRST,
     SI_CONN_SEGMENTS,
     SI_ECT,
-    SI_SEGMENTS,
     TM_DEADLINE,
 )
 from pathflow.validation.packet.links import enqueue
 from pathflow.validation.packet.packets import new_packet
+from pathflow.validation.packet.rounds import block_arrived, segment_bytes
 
 __all__ = ["on_data", "on_delack_timer", "send_ack"]
 
@@ -104,11 +107,13 @@ def _send_ack_outlined(sim, s: int, ece: int, dsack: int, now: float) -> None:
 @kernel
 def _deliver(sim, s: int, seq: int, now: float) -> None:
     rf, si = sim.receivers.f, sim.senders.i
-    last = si[s, SI_SEGMENTS] - 1
-    rf[s, RF_DELIVERED] += sim.senders.f[s, SF_LAST_BYTES] if seq == last else sim.cfg.mss
+    rf[s, RF_DELIVERED] += segment_bytes(sim, s, seq)
     first = si[s, SI_CONN_FIRST]
     sim.receivers.i[first, RI_CONN_DELIVERED] += 1
-    if sim.receivers.i[first, RI_CONN_DELIVERED] == si[s, SI_CONN_SEGMENTS]:
+    delivered = sim.receivers.i[first, RI_CONN_DELIVERED]
+    if si[s, SI_BLOCK] > 0 and delivered % si[s, SI_BLOCK] == 0:
+        block_arrived(sim, s, now)  # a round's block is in: the group's barrier counts it
+    if delivered == si[s, SI_CONN_SEGMENTS]:
         for k in range(first, si[s, SI_CONN_END]):  # the connection's last segment
             rf[k, RF_COMPLETION] = now
 

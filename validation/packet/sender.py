@@ -46,6 +46,13 @@ cutting anything (never with SACK: RoCE NICs have none).
 The connection is taken as established when the flow starts (no handshake); the RTT estimator
 starts from the path's base RTT, the sample a handshake would have given.
 
+Rounds (`[traffic] rounds`, `rounds.py`): a sender holds only its current round's block
+(`SI_SEGMENTS` grows by a block when its group's barrier releases the next round), so it never
+sends ahead of the barrier; with the round's block acknowledged it is idle (no timer) but not
+done until its last round's is. A sender idle for an RTO or more restarts its window when the
+next round starts (ssthresh = max(ssthresh, 3/4 cwnd), cwnd = min(cwnd, init_cwnd): Linux's
+tcp_slow_start_after_idle, RFC 5681 section 4.1); a rate-based sender just resumes.
+
 MPTCP: each subflow is one such sender, with its own sequence numbers, window, RTT estimator,
 recovery and timer (`cc` couples their windows). A finite connection's segments are shared: a
 subflow whose window lets it send new data takes the connection's next segment not yet given to
@@ -80,6 +87,7 @@ from pathflow.validation.packet.layout import (
     SF_CWND,
     SF_EPISODE_START,
     SF_LAST_BYTES,
+    SF_LAST_SEND,
     SF_NEXT_SEND,
     SF_PRIOR_CWND,
     SF_PRIOR_SSTHRESH,
@@ -115,6 +123,8 @@ from pathflow.validation.packet.layout import (
     SI_RECOVER,
     SI_RECOVER_ACTIVE,
     SI_REORDERING,
+    SI_ROUND,
+    SI_ROUNDS,
     SI_RTX,
     SI_SACKED,
     SI_SEGMENTS,
@@ -124,6 +134,7 @@ from pathflow.validation.packet.layout import (
     TM_DEADLINE,
 )
 from pathflow.validation.packet.packets import new_packet
+from pathflow.validation.packet.rounds import segment_bytes
 
 __all__ = ["can_send", "emit", "on_ack", "on_timeout", "start_flow"]
 
@@ -240,7 +251,7 @@ def emit(sim, s: int, now: float) -> int:
             _take_segment(sim, s)
         if sack.enabled(sim, s):
             sack.skip_sacked(sim, s)
-    size = f[s, SF_LAST_BYTES] if seq == i[s, SI_SEGMENTS] - 1 else cfg.mss
+    size = segment_bytes(sim, s, seq)
     path = _choose_path(sim, s)
     p = new_packet(sim, DATA, s, seq, size, path, i[s, SI_ECT])
     if p < 0:
@@ -260,6 +271,7 @@ def emit(sim, s: int, now: float) -> int:
         if seq == i[s, SI_NEXT_LOST]:
             sack.advance_lost(sim, s, seq)
     f[s, SF_SENT_BYTES] += size
+    f[s, SF_LAST_SEND] = now
     if sim.senders.resent[s, slot]:  # sent before: a retransmission
         f[s, SF_RESENT_BYTES] += size
     if cc.rate_based(sim, s):
@@ -474,7 +486,8 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> N
         cc.window_increase(sim, s, acked)
     if selective:
         _sack_progress(sim, s, now)
-    if ack >= i[s, SI_SEGMENTS] and _unassigned(sim, s) == 0:
+    if ack >= i[s, SI_SEGMENTS] and _unassigned(sim, s) == 0 \
+            and i[s, SI_ROUND] + 1 >= i[s, SI_ROUNDS]:  # else idle until its next round
         i[s, SI_PHASE] = DONE
         cancel_timer(sim, s)
         if cc.rate_based(sim, s):
