@@ -5,8 +5,8 @@ Model
 A loss is repaired by fast retransmit only when at least three duplicate ACKs (SACK blocks)
 come back after it and the retransmission itself arrives. Otherwise the flow stalls: it sends
 nothing until its retransmission timer fires, RTO after the loss, and then restarts from the
-loss window in slow start with ssthresh = max(W/2, min_cwnd) (RFC 5681 §3.1, RFC 6298 §5; the
-fluid window's floor is min_cwnd, Linux's loss window is one segment). This module gives the
+loss window of one segment in slow start with ssthresh = max(W/2, min_cwnd) (RFC 5681 §3.1,
+RFC 6298 §5; the floor min_cwnd holds reductions, not the loss window). This module gives the
 rate at which a flow's losses are of that kind and the RTO estimator; the solver
 (`solvers.dde`) holds each flow's timeout state.
 
@@ -27,14 +27,16 @@ correlated losses; with SACK and limited transmit, as the packet-level reference
     Q(m, p) = 1 - P[Binomial(m, 1 - p) >= 3],   m = min(W + 1, u)
 
 m is the number of segments that can follow the lost one: the rest of the window and the two
-that limited transmit (RFC 3042) sends on the first two duplicate ACKs, but no more than the
-u = r - W segments of the flow's block not yet sent (r the segments of the block not yet
-delivered): a loss among a block's last segments (the "block tail" timeouts of incast,
-Zhang, Ren and Lin 2011) has too few followers. The binomial tail is written with real-valued
-m, which interpolates between whole windows. A lost retransmission also needs the timer, but
-the retransmission leaves a round trip after the loss, from a window already cut, and the loss
-fraction p of the moment of the loss says little about its fate (counted at p, it timed out
-half the flows of a slow-start overshoot that SACK repairs at packet level): it is left out.
+that limited transmit (RFC 3042) sends on the first two duplicate ACKs, but no more than the u =
+r - W segments of the flow's block not yet sent (r the segments of the block not yet delivered):
+a loss among a block's last segments (the "block tail" timeouts of incast, Zhang, Ren and Lin
+2011) has too few followers. Once u reaches 0 the hazard is 0: a fluid flow sends until its last
+byte arrives, a round trip of sending that stands for no real packet. The binomial tail is
+written with real-valued m, which interpolates between whole windows. A lost retransmission also
+needs the timer, but the retransmission leaves a round trip after the loss, from a window
+already cut, and the loss fraction p of the moment of the loss says little about its fate
+(counted at p, it timed out half the flows of a slow-start overshoot that SACK repairs at packet
+level): it is left out.
 
 The solver realises the Poisson process by the time change: each flow draws a threshold
 E ~ Exp(1) (from `[run] seed`), accumulates the integral of h while it sends, and times out
@@ -81,10 +83,11 @@ import jax.numpy as jnp
 from pathflow.models.base import Array, State
 from pathflow.models.window import event_rate
 
-__all__ = ["DRAWS", "DUPLICATE_ACKS", "RTO_MAX", "hazard", "repairable", "restart", "rto",
-           "smoothed_rtt"]
+__all__ = ["DRAWS", "DUPLICATE_ACKS", "LOSS_WINDOW", "RTO_MAX", "hazard", "repairable", "restart",
+           "rto", "smoothed_rtt"]
 
 DUPLICATE_ACKS = 3  # RFC 5681's DupThresh
+LOSS_WINDOW = 1.0  # packets: the window after a timeout (RFC 5681 §3.1)
 DRAWS = 64  # thresholds drawn per flow; a flow with more timeouts reuses them in turn
 RTO_MAX = 60.0  # s: RFC 6298 (2.5)
 
@@ -105,7 +108,10 @@ def hazard(cwnd: Array, loss: Array, rate: Array, rtt: Array, unsent: Array) -> 
     the segments of its block not yet sent (inf for a flow that never ends)."""
     # the rest of the window (W - 1) and limited transmit's two, no more than the block has left
     followers = jnp.minimum(cwnd + 1.0, jnp.maximum(unsent, 0.0))
-    return event_rate(loss, rate, rtt) * (1.0 - repairable(followers, loss))
+    # once the block is all sent, what a fluid flow sends until its last byte arrives stands
+    # for nothing real (a fluid flow stops when its bytes are delivered, not sent)
+    real = unsent > 0
+    return jnp.where(real, event_rate(loss, rate, rtt) * (1.0 - repairable(followers, loss)), 0.0)
 
 
 def smoothed_rtt(srtt: Array, rttvar: Array, rtt: Array, dt: Array) -> tuple[Array, Array]:
@@ -121,9 +127,10 @@ def rto(srtt: Array, rttvar: Array, rto_min: Array) -> Array:
 
 
 def restart(state: State, min_cwnd: Array) -> State:
-    """A window-based state after its timeout: ssthresh = max(W/2, min_cwnd), the loss window,
-    slow start, no reduction pending."""
+    """A window-based state after its timeout: ssthresh = max(W/2, min_cwnd), the loss window
+    of one segment (at most min_cwnd), slow start, no reduction pending."""
     cwnd = state["cwnd"]
     zeros = jnp.zeros_like(cwnd)
-    return {**state, "ssthresh": jnp.maximum(0.5 * cwnd, min_cwnd), "cwnd": min_cwnd,
+    return {**state, "ssthresh": jnp.maximum(0.5 * cwnd, min_cwnd),
+            "cwnd": jnp.minimum(LOSS_WINDOW, min_cwnd),
             "slow_start": jnp.ones_like(cwnd), "cwr": zeros, "credit": zeros}

@@ -195,9 +195,12 @@ class WindowControl(CongestionModel):
             cut = jnp.zeros_like(cwnd, dtype=bool)
         congestion = jnp.maximum(signals.loss, signals.mark)
         stay = (congestion <= 0) & (state["cwnd"] < state["ssthresh"])
+        slow_start = jnp.where(stay, state["slow_start"], 0.0)
         return {
-            "cwnd": jnp.maximum(cwnd, params.min_cwnd),
-            "slow_start": jnp.where(stay, state["slow_start"], 0.0),
+            # the floor holds reductions; a window restarting below it (the loss window after
+            # a timeout) grows from where it is
+            "cwnd": jnp.where(slow_start > 0, cwnd, jnp.maximum(cwnd, params.min_cwnd)),
+            "slow_start": slow_start,
             "cwr": cwr,
             "credit": credit,
             "ssthresh": state["ssthresh"],

@@ -41,7 +41,7 @@ from pathflow.models.base import CongestionModel, Context
 from pathflow.models.mixture import Mixture
 from pathflow.models.parameters import Parameter
 from pathflow.models.registry import CONTROLS
-from pathflow.routing import Flow, Routes, build_routes
+from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario
 from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem, with_hop_layout
@@ -313,7 +313,7 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
         reverse=reverse,
         start=np.array([flow.start for flow in owners]),
         size=np.array([flow.size for flow in owners]),
-        rounds=np.array([_rounds(flow) for flow in owners], dtype=np.int32),
+        rounds=np.array([flow.rounds for flow in owners], dtype=np.int32),
         barrier=_barriers(routes),
         count=np.ones(n_subflows),
         packet=np.full(n_subflows, transport.mss),
@@ -327,13 +327,9 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
     dtype = jnp.float32 if scenario.si.run.precision == "float32" else jnp.float64
     physics = Physics(model, scenario.discipline, scenario.si.run.feedback_delay,
                       _pause_history(queues, dt), timed_out,
-                      max((_rounds(flow) for flow in routes.flows), default=1))
+                      max((flow.rounds for flow in routes.flows), default=1))
     return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,
                     _stepping(scenario, dt, grid, _longest_step(aqm, model_rate)), controller_of)
-
-
-def _rounds(flow: Flow) -> int:
-    return getattr(flow, "rounds", 1)
 
 
 def _barriers(routes: Routes) -> np.ndarray:
@@ -343,7 +339,7 @@ def _barriers(routes: Routes) -> np.ndarray:
     barrier = np.arange(len(routes.subflow_flow), dtype=np.int32)
     for s, f in enumerate(routes.subflow_flow):
         flow = routes.flows[f]
-        if _rounds(flow) > 1:
+        if flow.rounds > 1:
             barrier[s] = first.setdefault(flow.group, s)
     return barrier
 

@@ -12,7 +12,7 @@ each violation into a warning; `report_of` reads it back as a `Report`.
   packet) over the part of the interval its link was not paused (PFC's `pause`)
 - byte_conservation: per link, bytes in = bytes out + queued + dropped, within one packet
 - probabilities: marking fractions in [0, 1]
-- floors: windows >= min_cwnd, rates >= 0
+- floors: windows >= min_cwnd (one segment in slow start after a timeout), rates >= 0
 - dt_halving (optional, costs a second run): mean queue and throughput within tolerance at dt/2
 """
 
@@ -158,7 +158,10 @@ def check_invariants(ds: xr.Dataset, min_cwnd_bytes: float | None = None,
         "marking fraction outside [0, 1]", "", "link")
     floors = [-ds.subflow_rate]
     if min_cwnd_bytes is not None and "cwnd" in ds:
-        floors.append(min_cwnd_bytes * (1 - tolerance) - ds.cwnd)
+        floor = min_cwnd_bytes
+        if "slow_start" in ds:  # a window restarting after a timeout grows from one segment
+            floor = xr.where(ds.slow_start > 0, min(min_cwnd_bytes, packet), min_cwnd_bytes)
+        floors.append(floor * (1 - tolerance) - ds.cwnd)
     report["floors"] = _worst(xr.concat(floors, "side").max("side"),
                               "window below its floor or negative rate", "bytes", "subflow")
     return Report(report)

@@ -238,7 +238,7 @@ def test_dataset_matches_the_fluid_vocabulary() -> None:
                     transport={"subflows": 3})
     packet, fluid = simulate_packets(scenario), pathflow.simulate(scenario)
     for name, variable in fluid.data_vars.items():
-        if name in ("cwr", "credit", "dt"):
+        if name in ("cwr", "credit", "dt", "stall"):
             continue  # fluid-only bookkeeping
         assert name in packet, name
         assert packet[name].dims == variable.dims, name

@@ -258,8 +258,8 @@ def test_dataset_speaks_the_fluid_vocabulary() -> None:
     packet = simulate_packets(scenario)
     fluid = pathflow.simulate(scenario)
     for name, variable in fluid.data_vars.items():
-        if name in ("cwr", "credit", "dt"):
-            continue  # fluid-only bookkeeping: its per-window reaction and integration step
+        if name in ("cwr", "credit", "dt", "stall"):
+            continue  # fluid-only bookkeeping: per-window reaction, step, timer's time left
         assert name in packet, name
         assert packet[name].dims == variable.dims, name
         assert packet[name].attrs.get("units") == variable.attrs.get("units"), name

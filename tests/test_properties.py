@@ -35,7 +35,10 @@ def bdp_packets(scenario: Scenario) -> float:
 def random_star(flows: int, rate: str, delay: str, cc: str, buffer_bdps: float) -> Scenario:
     probe = star(flows, rate=rate, delay=delay, buffer="1000pkt", cc=cc)
     bdp = bdp_packets(probe)
-    buffer = max(8.0, buffer_bdps * bdp)
+    # each flow's share of the buffer holds its initial window (10 segments) and at least one
+    # BDP: with a few segments per flow, losses need the retransmission timer (models.timeouts)
+    # and identical flows part ways
+    buffer = flows * max(12.0, buffer_bdps * bdp)
     aqm = ({"kind": "ecn_step", "threshold": f"{max(2.0, bdp / 2):.3f}pkt"} if cc == "dctcp"
            else {"kind": "droptail"})
     run_time = max(0.05, 400 * float(compile_scenario(probe).problem.path_base_rtt[0]))
@@ -54,6 +57,7 @@ def test_identical_flows_share_fairly_and_fill_the_link(flows: int, rate: str, d
     capacity = float(ds.capacity.sel(link="s0->r0"))
     assert jain_index(rates_.values) >= 0.99
     assert float(rates_.sum()) >= 0.95 * capacity  # buffer >= one BDP
+    assert float(ds.timeouts.isel(time=-1).sum()) == 0  # a BDP per flow: no timeouts
 
 
 @SETTINGS

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import pathflow
 from helpers import TINY_TOML
 from pathflow import Scenario
 from pathflow.cli import app
@@ -272,3 +273,32 @@ def test_run_prints_the_rounds_of_the_example() -> None:
     assert result.exit_code == 0, result.output
     line = next(line for line in result.output.splitlines() if line.startswith("Rounds: "))
     assert line.startswith("Rounds: 5/5 done, round time mean ") and "goodput" in line
+
+
+# --- the fluid engine ---------------------------------------------------------------------------
+
+def test_fluid_rounds_of_a_flow_without_a_window_limit_last_a_block_at_line_rate() -> None:
+    """One flow whose window never limits it (init_cwnd of 2,000 segments) reads 3 blocks of
+    1 MB over an idle 1 Gb/s star: the fluid model delivers at the NIC's rate and has no data
+    propagation delay, so each round lasts S / C = 8 ms (to within a few steps)."""
+    ds = pathflow.simulate(scenario(size="1MB", rounds=3, duration="30ms",
+                                    transport={"init_cwnd": "2000pkt"}))
+    check_dataset(ds)
+    rounds = np.diff(np.concatenate([[0.0], ds.block_done.values[0]]))
+    np.testing.assert_allclose(rounds, 1e6 / GBPS, rtol=2e-3)
+    assert float(ds.completion_time[0]) == pytest.approx(3e6 / GBPS, rel=2e-3)
+
+
+def test_fluid_barrier_holds_the_fast_flow() -> None:
+    """The two servers of the packet-level barrier test in the fluid model: the fast flow's
+    block of round r + 1 arrives no sooner than a block's time at its line rate after the slow
+    flow's block of round r, and the rounds end where round_summary says."""
+    block = 30_000.0
+    ds = pathflow.simulate(scenario(2, size="30KB", rounds=4, duration="20ms",
+                                    topology={"links": [{"match": "h1->s0",
+                                                         "link_rate": "100Mbps"}]}))
+    done = ds.block_done.values
+    assert np.all(np.isfinite(done))
+    for r in range(3):
+        assert done[0, r + 1] >= done[:, r].max() + block / GBPS * (1 - 1e-3)
+    np.testing.assert_allclose(round_summary(ds).round_end.values[0], done.max(axis=0))

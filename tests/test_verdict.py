@@ -118,14 +118,18 @@ def test_dcqcn_limit_cycle_in_both_engines() -> None:
 def test_a_standing_overflow_where_the_window_floor_demands_one(flows: int) -> None:
     """The 10 Gb/s DCTCP incast (5 MB buffer, windows of at least 2 segments of 1,500 B): at
     2,000 flows the windows at their floor alone keep 6 MB in flight, more than the buffer and
-    one bandwidth-delay product hold, so the buffer must overflow all the time; at 400 flows
-    it holds four times the floor's 1.2 MB, and a DCTCP queue does not overflow."""
+    one bandwidth-delay product hold, so the buffer overflows until enough flows sit out a
+    timeout: nothing settles (the packet level says unsettled, the fluid model's timeouts come
+    in waves it calls a cycle); at 400 flows it holds four times the floor's 1.2 MB, and a DCTCP
+    queue does not overflow."""
     scenario = load_scenario(EXAMPLES / "incast_10g.toml").with_updates({"traffic.flows": flows})
     transport = scenario.si.transport
     floor = flows * transport.parameters["min_cwnd"] * transport.mss
     bdp = 1.25e9 * float(compile_scenario(scenario).problem.path_base_rtt[0])
-    found = verdict(pathflow.simulate(scenario))
+    ds = pathflow.simulate(scenario)
+    found = verdict(ds)
     if floor > 5e6 + bdp:
-        assert found.state == "lossy", found.reason
+        assert found.state != "settled", found.reason
+        assert float((ds.stall.isel(time=-1) > 0).sum()) > 0  # flows sit out their timers
     else:
         assert 4 * floor < 5e6 and found.state not in ("lossy", "collapsed"), found.reason

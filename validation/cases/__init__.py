@@ -7,6 +7,8 @@
 - `ns3`: the fluid model and the packet-level simulator against ns-3.
 - `packet`: the fluid model against the packet-level reference (the error table of issue 3).
 - `acks`: ACKs as load, fluid against packet level on a port loaded by other flows' ACKs.
+- `incast`: the classic TCP incast (barrier-synchronised reads, timeouts), both engines against
+  the published setup and statements.
 - `calibration`: calibration against the packet-level reference and the hardware trace.
 - `testbed`: seed 001's DCQCN testbed: a table calibration on DCQCN, DCQCN+static predicted.
 - `mptcp`: OLIA against LIA in scenario A of Khalili et al. 2012 (closed forms; fluid and
@@ -19,7 +21,7 @@ from importlib import import_module
 
 # report order
 MODULES = ("closed_forms", "dcqcn", "dcqcn_plus", "lossless", "measured", "ns3", "packet",
-           "acks", "calibration", "testbed", "mptcp", "mesh")
+           "acks", "incast", "calibration", "testbed", "mptcp", "mesh")
 
 for _module in MODULES:
     import_module(f"{__name__}.{_module}")
