@@ -10,7 +10,7 @@ problem (`solvers.problem.merge_problems`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +25,7 @@ from pathflow.solvers.problem import (
     split_links,
     split_subflows,
 )
-from pathflow.solvers.stepping import Stepping, limiting_rtt, regrid
+from pathflow.solvers.stepping import Stepping, limiting_rtt, refiled
 
 __all__ = ["solve", "solve_together"]
 
@@ -103,15 +103,32 @@ def _step_limit(problem: Problem) -> Callable[[Trajectory, float, float], float]
 def _regrid(carry: Carry, old: int, new: int) -> Carry:
     """The carry with its step counter, feedback ring and PFC decisions on the new grid (the
     decisions keep their times; their ring turns so that it still starts, oldest first, at
-    the step counter)."""
+    the step counter). Only the ring's pending rows are read to the host (`stepping.refiled`);
+    the new ring is made on the device, so nothing of its size is copied either way."""
     step = np.asarray(carry.step)
-    stepped, slots, due = regrid(int(step), np.asarray(carry.feedback.slots),
-                                 np.asarray(carry.feedback.due), old, new)
-    feedback = carry.feedback._replace(slots=jnp.asarray(slots), due=jnp.asarray(due))
+    stepped, rows, cols, entries, due = refiled(int(step), np.asarray(carry.feedback.slots),
+                                                np.asarray(carry.feedback.due), old, new)
+    # padded to a power of two (one compiled program per size class); row H drops the padding
+    size = 1 << max(10, (len(rows) - 1).bit_length())
+    history = carry.feedback.slots.shape[0]
+    pad = size - len(rows)
+    ring = carry.feedback.slots
+    slots = _refile(ring.shape, ring.dtype, np.pad(rows, (0, pad), constant_values=history),
+                    np.pad(cols, (0, pad)), np.pad(entries, ((0, pad), (0, 0))))
+    feedback = carry.feedback._replace(slots=slots, due=jnp.asarray(due))
     turn = stepped - int(step)
-    return carry._replace(step=jnp.full_like(carry.step, stepped), feedback=feedback,
-                          pause_views=jnp.roll(carry.pause_views, turn, axis=0),
-                          pause_times=jnp.roll(carry.pause_times, turn, axis=0))
+    # numpy: jnp.roll compiles anew for every shift, and these hold a few PFC decisions
+    return carry._replace(step=jnp.asarray(stepped, carry.step.dtype), feedback=feedback,
+                          pause_views=jnp.asarray(np.roll(carry.pause_views, turn, axis=0)),
+                          pause_times=jnp.asarray(np.roll(carry.pause_times, turn, axis=0)))
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _refile(shape: tuple[int, ...], dtype: jnp.dtype, rows: jax.Array, cols: jax.Array,
+            entries: jax.Array) -> jax.Array:
+    """A ring of `shape` with only the re-filed entries (each slot at most once), made on the
+    device: the old ring is never copied, and goes with the old carry."""
+    return jnp.full(shape, -1.0, dtype).at[rows, cols].set(entries.astype(dtype), mode="drop")
 
 
 def solve_together(physics: Physics, problems: list[Problem], grid: Grid, *,

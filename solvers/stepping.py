@@ -34,7 +34,10 @@ compiled program serves every step, and the feedback ring keeps the finest step'
 Changing the step re-files the feedback in flight: a signal due at step k of the old grid arrives
 at time k dt_old and is due at step ceil(k dt_old / dt_new) of the new one (when several land on
 one step the newest wins, as within a grid). Steps change only at record boundaries, where both
-grids have a step.
+grids have a step. Only the ring's pending rows are read (those between the step and the newest
+signal filed, a round trip or so ahead, while the ring spans the longest possible one at the
+finest step), and `solvers.run` makes the new ring on the device, so that a change costs
+milliseconds even where the ring is hundreds of megabytes.
 
 Check: `pathflow run --check-dt` reruns at a fixed half default step and compares (DESIGN §6);
 tests/test_stepping.py compares adaptive runs with fixed fine steps.
@@ -47,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Stepping", "limiting_rtt", "regrid"]
+__all__ = ["Stepping", "limiting_rtt", "refiled", "regrid"]
 
 STEPS_PER_RTT = 20
 _QUEUED = 1e-3  # a round trip this much above the base one has a queue on its path
@@ -96,25 +99,42 @@ def limiting_rtt(rtt: np.ndarray, send_rate: np.ndarray, nic_capacity: np.ndarra
     return float(values.min()) if values.size else math.inf
 
 
-def regrid(step: int, slots: np.ndarray, due: np.ndarray, old: int, new: int
-           ) -> tuple[int, np.ndarray, np.ndarray]:
-    """The step counter, feedback ring and FIFO guard re-filed from `old` to `new` steps per
-    record (see the module docstring). slots: (H, F, 4) [stamp, signals...]; due: (F,). Only the
-    pending entries move (numpy: on CPU this beats a full-ring scatter in XLA)."""
+def refiled(step: int, slots: np.ndarray, due: np.ndarray, old: int, new: int
+            ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The signals in flight re-filed from `old` to `new` steps per record (see the module
+    docstring), sparse: the new step counter, each pending entry's new (row, column) of the
+    ring and its (stamp, signals...), and the new FIFO guard. slots: (H, F, 4) [stamp,
+    signals...]; due: (F,). Only the rows that can hold pending entries are read: every pending
+    signal is due between the step and the newest one filed (`due`, the FIFO guard), a round
+    trip or so ahead, while the ring spans the longest possible one at the finest step."""
     history = slots.shape[0]
     # the step is at a record boundary: a whole number of records of `old` steps
     new_step = step // old * new
-    stamps = slots[..., 0]
-    ahead = (stamps.astype(np.int64) - step) % _STAMP
-    rows, cols = np.nonzero((stamps >= 0) & (ahead < history))  # the pending entries
-    old_due = step + ahead[rows, cols]
-    order = np.argsort(old_due, kind="stable")  # oldest first: the newest wins a shared slot
-    rows, cols, old_due = rows[order], cols[order], old_due[order]
+    reach = int(np.clip(int(due.max(initial=step)) - step + 1, 0, history))
+    ahead = np.arange(reach)
+    window = slots[(step + ahead) % history]  # (reach, F, 4): a copy of these rows only
+    # controller by controller, oldest first
+    cols, rows = np.nonzero((window[..., 0] == ((step + ahead) % _STAMP)[:, None]).T)
+    old_due = step + rows.astype(np.int64)
     # arrival at old_due * dt_old: step ceil(old_due * new / old) of the new grid, at most
     # history - 1 ahead (as dde._send_back files them)
     new_due = new_step + np.clip(-(-old_due * new // old) - new_step, 0, history - 1)
-    out = np.full(slots.shape, -1.0, dtype=slots.dtype)
-    out[new_due % history, cols, 1:] = slots[rows, cols, 1:]
-    out[new_due % history, cols, 0] = new_due % _STAMP
+    # where several land on one step the newest wins (they are adjacent: new_due does not
+    # decrease with old_due), so that every slot is filed once (a scatter's order is undefined)
+    newest = np.ones(cols.shape, bool)
+    newest[:-1] = (cols[1:] != cols[:-1]) | (new_due[1:] != new_due[:-1])
+    rows, cols, new_due = rows[newest], cols[newest], new_due[newest]
+    entries = window[rows, cols]
+    entries[:, 0] = new_due % _STAMP
     new_guard = -(-due.astype(np.int64) * new // old)
-    return new_step, out, new_guard.astype(due.dtype)
+    return new_step, new_due % history, cols, entries, new_guard.astype(due.dtype)
+
+
+def regrid(step: int, slots: np.ndarray, due: np.ndarray, old: int, new: int
+           ) -> tuple[int, np.ndarray, np.ndarray]:
+    """The step counter, feedback ring and FIFO guard re-filed from `old` to `new` steps per
+    record, as whole arrays (`refiled`; the solver files them on the device instead)."""
+    new_step, rows, cols, entries, guard = refiled(step, slots, due, old, new)
+    out = np.full(slots.shape, -1.0, dtype=slots.dtype)
+    out[rows, cols] = entries
+    return new_step, out, guard

@@ -55,6 +55,32 @@ def test_regrid_files_each_signal_at_its_arrival_time() -> None:
             if back[r, c, 0] >= 0} == {(0, 28), (1, 24), (1, 32)}
 
 
+def test_regrid_on_the_device_matches_numpy() -> None:
+    """solvers.run re-files the ring in place on the device from the pending rows only."""
+    import jax.numpy as jnp
+
+    from pathflow.solvers import run
+    from pathflow.solvers.dde import Carry, Feedback
+
+    rng = np.random.default_rng(7)
+    history, controllers, old, new, step = 512, 6, 40, 13, 40 * 9
+    slots = np.full((history, controllers, 4), -1.0, np.float32)
+    due = np.zeros(controllers, np.int64)
+    for sent in range(step - 700, step):  # past turns of the ring leave stale entries
+        due = np.maximum(sent + rng.integers(1, 60, controllers), due)
+        slots[due % history, np.arange(controllers)] = np.stack(
+            [due, rng.random(controllers), rng.random(controllers), rng.random(controllers)], 1)
+    expected_step, expected, expected_due = regrid(step, slots, due.astype(np.int32), old, new)
+    carry = Carry(**dict.fromkeys(Carry._fields))._replace(
+        step=jnp.asarray(step, jnp.int32), pause_views=jnp.zeros((0, 3)),
+        pause_times=jnp.zeros(0),
+        feedback=Feedback(jnp.asarray(slots), jnp.asarray(due, jnp.int32), None))
+    out = run._regrid(carry, old, new)
+    assert int(out.step) == expected_step
+    np.testing.assert_array_equal(np.asarray(out.feedback.slots), expected)
+    np.testing.assert_array_equal(np.asarray(out.feedback.due), expected_due)
+
+
 @pytest.mark.parametrize(("senders", "rate", "threshold"), [(8, "10Gbps", "65pkt"),
                                                             (2, "1Gbps", "20pkt")])
 def test_adaptive_steps_agree_with_fixed_fine_steps(senders: int, rate: str,
