@@ -30,7 +30,9 @@ from pathflow.solvers.stepping import Stepping, limiting_rtt, refiled
 __all__ = ["solve", "solve_together"]
 
 Progress = Callable[[int, int], None]
-_ADAPTIVE_SEGMENTS = 64
+# segments of an adaptive run: the first runs at the finest step (ACK-loaded fat-trees spend a
+# fifth of their steps there at 64), and a re-filing costs milliseconds
+_ADAPTIVE_SEGMENTS = 128
 
 
 @lru_cache(maxsize=32)
@@ -72,7 +74,8 @@ def solve(physics: Physics, problem: Problem, grid: Grid, *, progress: Progress 
             progress(min(done, grid.records), grid.records)
         if stepping is not None and done < grid.records:
             now = done * stepping.sample
-            chosen = stepping.choose(limit(pieces[-1], now, now + per_segment * stepping.sample))
+            chosen = stepping.choose(limit(pieces[-1], now, now + per_segment * stepping.sample),
+                                     steps_per_record)
             if chosen != steps_per_record:
                 carry = _regrid(carry, steps_per_record, chosen)
                 steps_per_record = chosen
@@ -91,11 +94,22 @@ def _step_limit(problem: Problem) -> Callable[[Trajectory, float, float], float]
                            minlength=nic.shape[0])
     base = np.where(total > 0, weighted / np.maximum(total, 1e-300), np.inf)  # inf: padding
     start, count = np.asarray(problem.start), np.asarray(problem.count)
+    # the (controller, link) pairs of its paths' hops, to tell which controllers a mark or a
+    # drop reached
+    hop_link = np.concatenate([np.asarray(a) for a in problem.hop_link], axis=1)
+    hop_share = np.concatenate([np.asarray(a) for a in problem.hop_share], axis=1)
+    on_path = hop_share > 0
+    pair_controller = np.nonzero(on_path)[0]
+    pair_link = hop_link[on_path]
 
     def limit(piece: Trajectory, now: float, until: float) -> float:
+        congested = (piece.mark.max(axis=0) > 0) | (piece.drop.max(axis=0) > 0)
+        signalled = np.bincount(pair_controller, weights=congested[pair_link],
+                                minlength=nic.shape[0]) > 0
         # a controller's rate times the identical subflows it runs for: what its NIC carries
         return limiting_rtt(piece.rtt, piece.send_rate * count, capacity, nic, base, start,
-                            now, until, nic_load=piece.arrival[:, nic])  # ACKs included
+                            now, until, nic_load=piece.arrival[:, nic],  # ACKs included
+                            signalled=signalled)
 
     return limit
 

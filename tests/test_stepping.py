@@ -15,12 +15,35 @@ from pathflow.metrics import throughput
 from pathflow.solvers.stepping import Stepping, limiting_rtt, regrid
 
 
-def test_choose_takes_a_twentieth_of_the_round_trip_in_powers_of_two() -> None:
+def test_choose_takes_a_twentieth_of_the_round_trip_in_quarter_octaves() -> None:
     rule = Stepping(sample=1e-3, finest=100, longest=0.5e-3)
-    assert rule.choose(1e-3) == 32  # 20 steps per round trip of one record -> 2^ceil(log2 20)
+    assert rule.choose(1e-3) == 20  # 20 steps per round trip of one record: a level, ceil(2^4.25)
+    assert rule.choose(1e-3 * 20 / 21) == 23  # the next level up, ceil(2^4.5)
     assert rule.choose(20e-3) == 2  # one step per record wanted, RED allows no longer than 0.5
     assert rule.choose(1e-6) == 100  # never finer than the default step
     assert rule.choose(math.inf) == 2
+
+
+def test_choose_keeps_a_step_one_level_finer_than_needed() -> None:
+    """A round trip wavering across a level does not re-file the ring every segment."""
+    rule = Stepping(sample=1e-3, finest=1000)
+    assert rule.choose(1e-3 * 20 / 64) == 64
+    assert rule.choose(1e-3 * 20 / 64, current=77) == 77  # one level finer: kept
+    assert rule.choose(1e-3 * 20 / 64, current=91) == 64  # two levels finer: coarsened
+    assert rule.choose(1e-3 * 20 / 70, current=64) == 77  # too coarse: always refined
+
+
+def test_only_signalled_controllers_count_as_queued() -> None:
+    """A queue that neither marks nor drops (an ACK-loaded port below K) sends no signal to
+    resolve, so the short round trips through it do not limit the step."""
+    rtt = np.array([[1e-3, 1e-4]])
+    send = np.array([[10.0, 10.0]])
+    base = np.array([5e-5, 5e-5])
+    args = (np.full(2, 100.0), np.arange(2), base, np.zeros(2), 1.0, 2.0)
+    assert limiting_rtt(rtt, send, *args) == 1e-4
+    assert limiting_rtt(rtt, send, *args, signalled=np.array([True, False])) == 1e-3
+    # none signalled: every window-limited controller counts
+    assert limiting_rtt(rtt, send, *args, signalled=np.zeros(2, bool)) == 1e-4
 
 
 def test_nic_held_idle_and_unqueued_senders_do_not_limit_the_step() -> None:
