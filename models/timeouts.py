@@ -84,7 +84,7 @@ from pathflow.models.base import Array, State
 from pathflow.models.window import event_rate
 
 __all__ = ["DRAWS", "DUPLICATE_ACKS", "LOSS_WINDOW", "RTO_MAX", "hazard", "repairable", "restart",
-           "rto", "smoothed_rtt"]
+           "restart_after_idle", "rto", "smoothed_rtt"]
 
 DUPLICATE_ACKS = 3  # RFC 5681's DupThresh
 LOSS_WINDOW = 1.0  # packets: the window after a timeout (RFC 5681 §3.1)
@@ -124,6 +124,16 @@ def smoothed_rtt(srtt: Array, rttvar: Array, rtt: Array, dt: Array) -> tuple[Arr
 def rto(srtt: Array, rttvar: Array, rto_min: Array) -> Array:
     """max(rto_min, srtt + 4 rttvar), at most 60 s (RFC 6298)."""
     return jnp.clip(srtt + 4.0 * rttvar, rto_min, RTO_MAX)
+
+
+def restart_after_idle(state: State, initial: Array) -> State:
+    """A window-based state that sat idle for an RTO and sends again: min(W, initial window)
+    in slow start, ssthresh at least 3/4 W (RFC 2861, RFC 5681 §4.1, Linux's
+    tcp_slow_start_after_idle; as the packet-level reference)."""
+    cwnd = state["cwnd"]
+    return {**state, "cwnd": jnp.minimum(cwnd, initial),
+            "ssthresh": jnp.maximum(state["ssthresh"], 0.75 * cwnd),
+            "slow_start": jnp.ones_like(cwnd)}
 
 
 def restart(state: State, min_cwnd: Array) -> State:

@@ -520,8 +520,7 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
                                            timers, time + dt)
 
     new_carry = Carry(carry.step + 1, state, delivered, flow_total, completion, turn, block_done,
-                      moved.queue,
-                      measure, ratio, held, views, decided, rtt_later,
+                      moved.queue, measure, ratio, held, views, decided, rtt_later,
                       _acks(flow_rate, ratio, problem, layout, widths), feedback, timers)
     marked = mark * arrival
     sums = _Sums(arrival, moved.departure, moved.drop, marked, flow_rate, send, paused,
@@ -561,9 +560,8 @@ def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
 def _barrier(model: CongestionModel, problem: Problem, carry: Carry, done: Array, state: State,
              timers: Timers, now: Array) -> tuple[Array, Array, State]:
     """Barrier-synchronised rounds: note when each flow's block of its round arrived; when
-    every flow of a barrier has its block, the barrier's next round starts. A window idle for
-    at least an RTO restarts from min(W, initial window) with ssthresh at least 3/4 W (RFC 2861,
-    RFC 5681 §4.1, Linux's tcp_slow_start_after_idle), as the packet-level reference."""
+    every flow of a barrier has its block, the barrier's next round starts; a window idle for
+    at least an RTO restarts (`models.timeouts.restart_after_idle`)."""
     controllers = done.shape[0]
     rows = jnp.arange(controllers)
     turn = carry.round
@@ -575,12 +573,9 @@ def _barrier(model: CongestionModel, problem: Problem, carry: Carry, done: Array
     if model.min_window(problem.params) is not None:
         idle = now - timers.sent_at >= timeouts.rto(timers.srtt, timers.rttvar, problem.rto_min)
         initial = model.initial_state(problem.params)["cwnd"]
-        restart = advance & idle
-        cwnd = state["cwnd"]
-        state = {**state, "cwnd": jnp.where(restart, jnp.minimum(cwnd, initial), cwnd),
-                 "ssthresh": jnp.where(restart, jnp.maximum(state["ssthresh"], 0.75 * cwnd),
-                                       state["ssthresh"]),
-                 "slow_start": jnp.where(restart, 1.0, state["slow_start"])}
+        restarted = timeouts.restart_after_idle(state, initial)
+        state = jax.tree.map(lambda new, old: jnp.where(advance & idle, new, old), restarted,
+                             state)
     return turn + advance, block_done, state
 
 

@@ -302,3 +302,25 @@ def test_fluid_barrier_holds_the_fast_flow() -> None:
     for r in range(3):
         assert done[0, r + 1] >= done[:, r].max() + block / GBPS * (1 - 1e-3)
     np.testing.assert_allclose(round_summary(ds).round_end.values[0], done.max(axis=0))
+
+
+def test_fluid_window_restarts_after_an_idle_rto() -> None:
+    """The fluid model's fast flow of the packet-level restart test: with rto_min = 1 ms its
+    9 ms wait at the barrier is several RTOs and its window restarts from the initial 10
+    segments in slow start; with 200 ms it keeps its window."""
+    def run(rto_min: str) -> tuple[float, float, float]:
+        ds = pathflow.simulate(scenario(2, size="60KB", rounds=2, delay="50us", duration="30ms",
+                                        transport={"rto_min": rto_min},
+                                        topology={"links": [{"match": "h1->s0",
+                                                             "link_rate": "50Mbps"}]}))
+        barrier = float(ds.block_done[:, 0].max())
+        cwnd = ds.cwnd.sel(subflow=0) / MSS
+        before = float(cwnd.sel(time=barrier - 20e-6, method="ffill"))
+        after = ds.sel(time=barrier + 20e-6, method="bfill")
+        return before, float(after.cwnd.sel(subflow=0)) / MSS, float(after.slow_start[0])
+
+    before, after, slow_start = run("1ms")
+    # from 10 segments, and 20 us of slow start (a tenth of the round trip) since
+    assert before > 20 and 10.0 <= after <= 11.5 and slow_start == 1.0
+    before, after, _ = run("200ms")
+    assert after == pytest.approx(before, rel=0.05) and before > 20
