@@ -98,7 +98,8 @@ def repairable(followers: Array, loss: Array) -> Array:
     m = jnp.maximum(followers, float(DUPLICATE_ACKS))
     p = jnp.clip(loss, 1e-12, 1.0)
     q = 1.0 - p
-    fewer = p ** m + m * q * p ** (m - 1.0) + 0.5 * m * (m - 1.0) * q * q * p ** (m - 2.0)
+    base = p ** (m - 2.0)  # one power for the three terms
+    fewer = base * (p * p + m * q * p + 0.5 * m * (m - 1.0) * q * q)
     return jnp.where(followers >= DUPLICATE_ACKS, jnp.clip(1.0 - fewer, 0.0, 1.0), 0.0)
 
 

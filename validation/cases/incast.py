@@ -89,6 +89,8 @@ def _figure(curves: Curves, anchor: dict[int, float]) -> Figure:
                 label=f"{engine}: {cc}, RTOmin {rto}")
     ax.plot(list(anchor), list(anchor.values()), "k*", ms=9, label="FAST 2008 authors' ns-2")
     ax.set_xscale("log", base=2)
+    ticks = sorted({n for servers in CURVES.values() for n in servers} | set(anchor))
+    ax.set_xticks(ticks, labels=[str(n) for n in ticks])
     ax.set_xlabel("servers")
     ax.set_ylabel("goodput (Mb/s)")
     ax.set_ylim(0, 1050)
