@@ -65,8 +65,10 @@ p, not as a burst.
 Validation
 ----------
 tests/test_timeouts.py: the hazard against the binomial count of duplicate ACKs, a flow in
-timeout sends nothing, no timeouts with a buffer of one BDP per flow, goodput never above
-throughput, and the 2,000-flow drop-tail incast against the packet-level reference.
+timeout sends nothing, no timeouts with a buffer of one BDP per flow (both engines), goodput
+never above throughput; tests/test_rounds.py: the restart after an idle RTO; the validation
+case `incast_goodput`: the classic incast against the packet-level reference and the published
+setup (the fluid model times out more than the packet level after the collapse, reported).
 
 References
 ----------

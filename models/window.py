@@ -36,7 +36,7 @@ keeps 2 segments; a window under one segment would stall a packet-level flow).
 Scope and limitations
 ---------------------
 Retransmission timeouts are the solver's (`models.timeouts`: a flow stalls for an RTO and restarts
-from `min_cwnd` in slow start, with ssthresh a state). No receive-window limit, no pacing. Loss
+from one segment in slow start, with ssthresh a state). No receive-window limit, no pacing. Loss
 bursts are averaged: a fluid flow loses the expected fraction, not a burst. Fluid flows with equal
 parameters are synchronised; packet-level flows may not be.
 

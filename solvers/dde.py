@@ -503,10 +503,11 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     stepped = jax.tree.map(lambda s, a, b: s + 0.5 * dt * (a + b), carry.state, slope, slope_later)
     stepped = model.project(stepped, signals, params)
     state = jax.tree.map(lambda new, old: jnp.where(sending, new, old), stepped, carry.state)
-    lost = carry.timers.lost + path_send * mark_loss[1] * dt
-    sent_at = jnp.where(send > 0, time + dt, carry.timers.sent_at)
-    timers = carry.timers._replace(lost=lost, sent_at=sent_at)
+    timers = carry.timers
+    if physics.rounds > 1:  # the restart after idle needs the last moment it sent
+        timers = timers._replace(sent_at=jnp.where(send > 0, time + dt, timers.sent_at))
     if physics.timeouts:
+        timers = timers._replace(lost=timers.lost + path_send * mark_loss[1] * dt)
         timers, state = _time_out(model, problem, rtt, mark_loss[1], packets_per_s, sending,
                                   state, timers, quota - carry.flow_delivered)
 
@@ -516,7 +517,7 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     completion = jnp.where(finished, time + dt, carry.completion)
     turn, block_done = carry.round, carry.block_done
     if physics.rounds > 1:
-        turn, block_done, state = _barrier(model, problem, carry, flow_total >= quota, state,
+        turn, block_done, state = _barrier(physics, problem, carry, flow_total >= quota, state,
                                            timers, time + dt)
 
     new_carry = Carry(carry.step + 1, state, delivered, flow_total, completion, turn, block_done,
@@ -557,7 +558,7 @@ def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
                   timers.count + fire, timers.lost, timers.sent_at), state
 
 
-def _barrier(model: CongestionModel, problem: Problem, carry: Carry, done: Array, state: State,
+def _barrier(physics: Physics, problem: Problem, carry: Carry, done: Array, state: State,
              timers: Timers, now: Array) -> tuple[Array, Array, State]:
     """Barrier-synchronised rounds: note when each flow's block of its round arrived; when
     every flow of a barrier has its block, the barrier's next round starts; a window idle for
@@ -570,9 +571,9 @@ def _barrier(model: CongestionModel, problem: Problem, carry: Carry, done: Array
         jnp.where(first, now, carry.block_done[rows, turn]), unique_indices=True)
     everyone = jax.ops.segment_min(done.astype(jnp.int32), problem.barrier, controllers)
     advance = (everyone[problem.barrier] > 0) & (turn + 1 < problem.rounds)
-    if model.min_window(problem.params) is not None:
+    if physics.timeouts:  # a window-based model
         idle = now - timers.sent_at >= timeouts.rto(timers.srtt, timers.rttvar, problem.rto_min)
-        initial = model.initial_state(problem.params)["cwnd"]
+        initial = physics.model.initial_state(problem.params)["cwnd"]
         restarted = timeouts.restart_after_idle(state, initial)
         state = jax.tree.map(lambda new, old: jnp.where(advance & idle, new, old), restarted,
                              state)
