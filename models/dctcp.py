@@ -31,8 +31,11 @@ acknowledged segments). init_cwnd 10 packets, min_cwnd 2 packets (Linux keeps DC
 Scope and limitations
 ---------------------
 alpha is a continuous EWMA rather than a once-per-window update; marks are a probability per
-packet, not a bit on individual packets; no timeouts. Large incasts where the fair share is below
-min_cwnd keep the floor, as Linux does; a packet-level flow could instead time out.
+packet, not a bit on individual packets. Large incasts where the fair share is below min_cwnd
+keep every window at the floor, as Linux does (no growth in CWR, `models.window`); their flows may
+time out (`models.timeouts`) where the buffer overflows. The window is continuous: a flow
+sending 2.7 segments' worth has 2 or 3 in flight at packet level, which averages out over flows
+and over a sawtooth, not for one flow at a fractional window.
 
 Validation
 ----------

@@ -13,10 +13,16 @@ offered 2.1 % more than its rate: A's DCTCP holds a standing queue there that ex
 because of the ACKs (without them the fluid port is exactly full and empty). Claims: the mean
 queue on s1->s0 within 20 % (the tolerance issue 11 asks for; over 5 packet-level seeds the
 mean is 25.4 to 25.9 packets, so the spread is below 1 %), its p99 within 25 %, A's throughput
-within 3 % (it gets what the ACKs leave: 1 - 0.021 of the line rate). The fluid mean is lower:
-after a mark A's fluid window is cut on consecutive round trips while the queue stays above K
-(a line-rate sender whose window exceeds the bandwidth-delay product does not slow down at the
-first cut), so its sawtooth dips deeper than the packet level's.
+within 3 % (it gets what the ACKs leave: 1 - 0.021 of the line rate). The fluid mean is lower,
+and since the fluid window stopped growing in CWR and on marked ACKs (as Linux's, issue 11's
+whole-segment windows) it misses the 20 % (19.9 against 25.9 packets; 21.9 before): after a
+mark A's fluid window is cut on consecutive round trips while the queue stays above K (a
+line-rate sender whose window exceeds the bandwidth-delay product does not slow down at the
+first cut), and the fluid port, without the packet level's noise of a packet or two, marks in
+unbroken episodes of several round trips (8.0 % of the time against 6.4 %), so A's alpha
+climbs higher (mean 0.070 against 0.056), its window cycles lower (56 against 64 packets) and
+its sawtooth dips deeper (to 10 packets against 15 to 20). Known failure
+(tests/test_validation.py).
 
 The k = 4 fat-tree permutation of the fluid-versus-packet table (ECMP, DCTCP): its host ports
 carrying one flow at line rate plus the ACKs of the flow their host sends (the ports of issue

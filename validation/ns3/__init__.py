@@ -116,6 +116,16 @@ Limits
 * ns-3's DCTCP cuts ssthresh to (1 - alpha/2) cwnd with no floor (Linux keeps 2 segments),
   so a flow marked at several bottlenecks can fall to one segment, which then waits for the
   receiver's delayed-ACK timer (40 ms) every round trip: such a flow all but stops.
+* Persistent marking (a large incast, the queue far above K): Linux holds every DCTCP window
+  at its floor of 2 segments (no growth in CWR; an echo on the ACK that ends CWR starts the
+  next one), as the packet simulator and the fluid model do. ns-3 3.44 does not, even given
+  a floor: entering CWR, ``TcpPrrRecovery`` counts the entry ACK's bytes twice, adds one
+  segment for a duplicate ACK, and takes as RecoverFS the flight after that ACK (Linux:
+  prior_cwnd = cwnd), so PRR keeps 5 to 6 segments in flight with ssthresh at 2, every
+  round trip. Measured on 64 flows at 1 Gb/s, K = 20 packets: mean window 1.06 segments
+  and goodput 0.06 Gb/s stock (no floor), 5.67 segments with a 2-segment floor, exactly 2
+  with the floor and Linux's PRR accounting (or ``TcpClassicRecovery``), as in both pathflow
+  engines. Large-incast queues against ns-3 are therefore not claimed.
 * ``cc="reno"`` with ``aqm="ecn_step"`` is a drop-tail queue of K packets; with two Reno
   flows it can lock one flow out completely (its retransmissions always find the queue full).
 """

@@ -28,10 +28,12 @@ scoreboard, and restarts the RTO on every ACK of new data):
 - ECN: an echo on an ACK of new data in the Open state sets ssthresh = max(cwnd *
   mark_factor, min_cwnd) and enters CWR: the window shrinks to ssthresh over the round trip by
   proportional rate reduction (RFC 6937, as Linux and ns-3), with no growth and no further
-  reduction until an ACK passes everything sent before the echo (ns-3's rule, ack > RECOVER),
-  when cwnd = ssthresh. Both details matter at packet level: with an immediate cut, or with
-  Linux's exit at ack = RECOVER, DCTCP's queue in the ns-3 cross-checks sat 1 to 2 packets
-  off ns-3's.
+  reduction until an ACK passes everything sent before the echo (ack > RECOVER: Linux's
+  tcp_fastretrans_alert holds CWR until something above high_seq is acknowledged, and ns-3
+  does the same), when cwnd = ssthresh; an echo on that ACK starts the next reduction at once
+  (tcp_try_to_open), so under persistent marking the window stays at min_cwnd. Both details
+  matter at packet level: with an immediate cut, or with an exit at ack = RECOVER, DCTCP's
+  queue in the ns-3 cross-checks sat 1 to 2 packets off ns-3's.
 - Timeout (RFC 6298: srtt, rttvar, RTO = max(min_rto, srtt + 4 rttvar), doubled per
   consecutive timeout, Karn's rule for samples): ssthresh = max(cwnd * loss_factor, min_cwnd)
   if it strikes in the Open state (Linux: a window already reduced in recovery or CWR, or by
