@@ -544,49 +544,44 @@ def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
     Cost. On a CPU a step's cost is its kernel count, and XLA copies cheap elementwise
     producers into every consumer: written as plain `jnp.where`s, the hazard, the firing test
     and the step's whole Heun update of the window were recomputed inside the kernel of each
-    restarted field (9 of them), which cost more than the rest of the step on a 2,000-flow
-    incast. The work is therefore split by `lax.cond`, whose operands are computed once, and
-    done only where it can change something: without a loss on a sending controller's paths
-    the hazard is 0 (the clock stays below its draw, nothing fires, nothing is resent), and
-    without a timeout nothing restarts. Each branch gives what the plain form gives, value
-    for value. (Under `jax.vmap` a cond runs both branches, as the plain form did.)"""
+    field a timeout restarts, which cost more than the rest of the step on a 2,000-flow
+    incast. So the hazard and the firing test are computed inside a `lax.cond`, whose outputs
+    are computed once (`fire` is then one array that the restart's `where`s read, folded into
+    the kernels that write those fields anyway), and only when some sending controller's
+    paths drop: without a loss the hazard is 0, the clock stays below its draw, nothing fires
+    and nothing is resent, which the other branch gives as is. Values are those of the plain
+    form, bit for bit. (Under `jax.vmap` a cond runs both branches, as the plain form did.)"""
     dt = problem.dt
     srtt, rttvar = timeouts.smoothed_rtt(timers.srtt, timers.rttvar, rtt, dt)
-    timers = timers._replace(srtt=jnp.where(sending, srtt, timers.srtt),
-                             rttvar=jnp.where(sending, rttvar, timers.rttvar),
-                             stall=jnp.maximum(timers.stall - dt, 0.0))
+    srtt = jnp.where(sending, srtt, timers.srtt)
+    rttvar = jnp.where(sending, rttvar, timers.rttvar)
+    draws = problem.draws
 
-    def lossy(operands: tuple[State, Timers]) -> tuple[State, Timers]:
-        state, timers = operands
+    def lossy(clock: Array, lost: Array, threshold: Array
+              ) -> tuple[Array, Array, Array, Array]:
         cwnd = state["cwnd"]
         unsent = due / problem.packet - cwnd  # the round's segments not yet sent
         rate = timeouts.hazard(cwnd, loss, sent, rtt, unsent)
-        clock = timers.clock + jnp.where(sending, rate * dt, 0.0)
-        fire = sending & (clock >= timers.threshold)
-        timers = timers._replace(clock=clock, lost=timers.lost + path_send * loss * dt)
-        return jax.lax.cond(jnp.any(fire), partial(_fire, model, problem, fire),
-                            lambda operands: operands, (state, timers))
+        clock = clock + jnp.where(sending, rate * dt, 0.0)
+        fire = sending & (clock >= threshold)
+        # the draw for the timeout after this one (count + 1), where this one fires
+        turn = (timers.count.astype(jnp.int32) + 1) % draws.shape[1]
+        following = jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
+        return (fire, jnp.where(fire, 0.0, clock), lost + path_send * loss * dt,
+                jnp.where(fire, following, threshold))
 
-    state, timers = jax.lax.cond(jnp.any(sending & (loss > 0)), lossy,
-                                 lambda operands: operands, (state, timers))
-    return timers, state
+    def quiet(clock: Array, lost: Array, threshold: Array
+              ) -> tuple[Array, Array, Array, Array]:
+        return jnp.zeros_like(sending), clock, lost, threshold
 
-
-def _fire(model: CongestionModel, problem: Problem, fire: Array,
-          operands: tuple[State, Timers]) -> tuple[State, Timers]:
-    """The controllers `fire` time out: an RTO's stall, the loss window, the next draw."""
-    state, timers = operands
+    fire, clock, lost, threshold = jax.lax.cond(jnp.any(sending & (loss > 0)), lossy, quiet,
+                                                timers.clock, timers.lost, timers.threshold)
     restarted = timeouts.restart(state, model.min_window(problem.params))
     state = jax.tree.map(lambda new, old: jnp.where(fire, new, old), restarted, state)
-    count = timers.count + fire
-    draws = problem.draws
-    turn = count.astype(jnp.int32) % draws.shape[1]
-    following = jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
-    return state, timers._replace(
-        stall=jnp.where(fire, timeouts.rto(timers.srtt, timers.rttvar, problem.rto_min),
-                        timers.stall),
-        clock=jnp.where(fire, 0.0, timers.clock), count=count,
-        threshold=jnp.where(fire, following, timers.threshold))
+    stall = jnp.where(fire, timeouts.rto(srtt, rttvar, problem.rto_min),
+                      jnp.maximum(timers.stall - dt, 0.0))
+    return Timers(stall, srtt, rttvar, clock, timers.count + fire, lost, timers.sent_at,
+                  threshold), state
 
 
 def _barrier(physics: Physics, problem: Problem, carry: Carry, done: Array, state: State,
