@@ -147,6 +147,7 @@ class Timers(NamedTuple):
     count: Array  # (F,) timeouts so far
     lost: Array  # (F,) bytes dropped so far, each sent again
     sent_at: Array  # (F,) s, the last step it sent (for the restart after idle)
+    threshold: Array  # (F,) the draw `clock` is to reach, `Problem.draws` [count % M]
 
 
 class Feedback(NamedTuple):
@@ -224,7 +225,8 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
         # the RTT estimator starts from the base round trip, the sample a handshake gives
         timers=Timers(jnp.zeros(controllers, dtype), layout.base_rtt, 0.5 * layout.base_rtt,
                       jnp.zeros(controllers, dtype), jnp.zeros(controllers, dtype),
-                      jnp.zeros(controllers, dtype), jnp.zeros(controllers, dtype)),
+                      jnp.zeros(controllers, dtype), jnp.zeros(controllers, dtype),
+                      problem.draws[:, 0].astype(dtype)),
     )
 
 
@@ -507,9 +509,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     if physics.rounds > 1:  # the restart after idle needs the last moment it sent
         timers = timers._replace(sent_at=jnp.where(send > 0, time + dt, timers.sent_at))
     if physics.timeouts:
-        timers = timers._replace(lost=timers.lost + path_send * mark_loss[1] * dt)
         timers, state = _time_out(model, problem, rtt, mark_loss[1], packets_per_s, sending,
-                                  state, timers, quota - carry.flow_delivered)
+                                  path_send, state, timers, quota - carry.flow_delivered)
 
     delivered = carry.delivered + flow_rate * dt
     flow_total = jax.ops.segment_sum(delivered, flow, flow.shape[0])[flow]
@@ -530,32 +531,57 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
 
 
 def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
-              sent: Array, sending: Array, state: State, timers: Timers, due: Array
-              ) -> tuple[Timers, State]:
+              sent: Array, sending: Array, path_send: Array, state: State, timers: Timers,
+              due: Array) -> tuple[Timers, State]:
     """Advance the retransmission timers over one step (`models.timeouts`): a sending
     controller integrates its timeout hazard and times out when the integral reaches its next
     Exp(1) draw; a stalled one waits out its RTO and then restarts from the loss window.
     The hazard is that of the packets sent now (`loss` the fraction of them its paths drop,
     `sent` their rate in packets/s, `due` bytes of the round not yet delivered): the timer
-    runs from the loss, and the followers a lost packet can have are counted now."""
+    runs from the loss, and the followers a lost packet can have are counted now. Bytes
+    dropped (`path_send` times `loss`) are counted as sent again.
+
+    Cost. On a CPU a step's cost is its kernel count, and XLA copies cheap elementwise
+    producers into every consumer: written as plain `jnp.where`s, the hazard, the firing test
+    and the step's whole Heun update of the window were recomputed inside the kernel of each
+    field a timeout restarts, which cost more than the rest of the step on a 2,000-flow
+    incast. So the hazard and the firing test are computed inside a `lax.cond`, whose outputs
+    are computed once (`fire` is then one array that the restart's `where`s read, folded into
+    the kernels that write those fields anyway), and only when some sending controller's
+    paths drop: without a loss the hazard is 0, the clock stays below its draw, nothing fires
+    and nothing is resent, which the other branch gives as is. Values are those of the plain
+    form, bit for bit. (Under `jax.vmap` a cond runs both branches, as the plain form did.)"""
     dt = problem.dt
     srtt, rttvar = timeouts.smoothed_rtt(timers.srtt, timers.rttvar, rtt, dt)
     srtt = jnp.where(sending, srtt, timers.srtt)
     rttvar = jnp.where(sending, rttvar, timers.rttvar)
-    cwnd = state["cwnd"]
-    unsent = due / problem.packet - cwnd  # the round's segments not yet sent
-    rate = timeouts.hazard(cwnd, loss, sent, rtt, unsent)
-    clock = timers.clock + jnp.where(sending, rate * dt, 0.0)
     draws = problem.draws
-    turn = timers.count.astype(jnp.int32) % draws.shape[1]
-    threshold = jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
-    fire = sending & (clock >= threshold)
-    stall = jnp.where(fire, timeouts.rto(srtt, rttvar, problem.rto_min),
-                      jnp.maximum(timers.stall - dt, 0.0))
+
+    def lossy(clock: Array, lost: Array, threshold: Array
+              ) -> tuple[Array, Array, Array, Array]:
+        cwnd = state["cwnd"]
+        unsent = due / problem.packet - cwnd  # the round's segments not yet sent
+        rate = timeouts.hazard(cwnd, loss, sent, rtt, unsent)
+        clock = clock + jnp.where(sending, rate * dt, 0.0)
+        fire = sending & (clock >= threshold)
+        # the draw for the timeout after this one (count + 1), where this one fires
+        turn = (timers.count.astype(jnp.int32) + 1) % draws.shape[1]
+        following = jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
+        return (fire, jnp.where(fire, 0.0, clock), lost + path_send * loss * dt,
+                jnp.where(fire, following, threshold))
+
+    def quiet(clock: Array, lost: Array, threshold: Array
+              ) -> tuple[Array, Array, Array, Array]:
+        return jnp.zeros_like(sending), clock, lost, threshold
+
+    fire, clock, lost, threshold = jax.lax.cond(jnp.any(sending & (loss > 0)), lossy, quiet,
+                                                timers.clock, timers.lost, timers.threshold)
     restarted = timeouts.restart(state, model.min_window(problem.params))
     state = jax.tree.map(lambda new, old: jnp.where(fire, new, old), restarted, state)
-    return Timers(stall, srtt, rttvar, jnp.where(fire, 0.0, clock),
-                  timers.count + fire, timers.lost, timers.sent_at), state
+    stall = jnp.where(fire, timeouts.rto(srtt, rttvar, problem.rto_min),
+                      jnp.maximum(timers.stall - dt, 0.0))
+    return Timers(stall, srtt, rttvar, clock, timers.count + fire, lost, timers.sent_at,
+                  threshold), state
 
 
 def _barrier(physics: Physics, problem: Problem, carry: Carry, done: Array, state: State,
