@@ -18,11 +18,13 @@ over the time after warm-up:
   queue, and the second half of the window swings at least half as much as the first (the cycle
   does not die out). A packet-level queue's noise has no such peak.
 - ``settled``: none of the above, a queue that swings less than that, and
-  `metrics.convergence_time` finds the run settled.
-- ``unsettled``: none of the above: a queue that swings as much without repeating a cycle
-  within the window (a cycle longer than half of it, such as a Reno sawtooth of seconds, or
-  noise), or a run not settled before its last quarter (a drift, a slow recovery, or a run too
-  short to judge; `RunState.reason` says which).
+  `metrics.convergence_time` finds the run settled; where it settles after the warm-up, the
+  swing is that of the queue from then on (a start-up that ends late is not a swing).
+- ``unsettled``: none of the above: flows still in a retransmission timeout when the run ends
+  (fluid results, `stall`: they come back after it), a queue that swings as much without
+  repeating a cycle within the window (a cycle longer than half of it, such as a Reno sawtooth
+  of seconds, or noise), or a run not settled before its last quarter (a drift, a slow
+  recovery, or a run too short to judge; `RunState.reason` says which).
 
 The thresholds are choices, not physics: half the capacity is the usual line between a loaded
 link and a collapsed one (the incast literature plots goodput against its collapse to a
@@ -144,10 +146,20 @@ def verdict(ds: xr.Dataset, warmup: float | None = None) -> RunState:
         interval = float(ds.time[1] - ds.time[0])
         return out("oscillating", f"{name}'s queue repeats every {lag * interval * 1e3:.3g} ms, "
                                   f"swinging {swing / 1e3:.3g} KB", lag * interval)
+    stalled = int((ds.stall.values[-1] > 0).sum()) if "stall" in ds else 0
+    if stalled:
+        return out("unsettled", f"{stalled} flow(s) sit out a retransmission timeout at the end "
+                                "of the run: they send again after it")
+    convergence = convergence_time(ds)
+    if swinging and convergence.settled and convergence.time > warmup:
+        # the end of the start-up fell after the warm-up: judge the queue after it
+        calm = queue[ds.time.values[after] >= convergence.time]
+        swinging = calm.size == 0 or float(np.percentile(calm, 95) - np.percentile(calm, 5)
+                                           ) >= max(CYCLE_PACKETS * packet,
+                                                    CYCLE_RELATIVE * float(calm.mean()))
     if swinging:
         return out("unsettled", f"{name}'s queue swings {swing / 1e3:.3g} KB without a cycle "
                                 "that repeats within the time after warm-up")
-    convergence = convergence_time(ds)
     if convergence.settled:
         return out("settled", f"rates and queue in their final range from "
                               f"{convergence.time * 1e3:.3g} ms")

@@ -69,6 +69,19 @@ def test_losses_make_it_lossy_or_collapsed_and_a_flat_run_settles() -> None:
     assert verdict(synthetic(full)).state == "settled"
 
 
+def test_a_start_up_that_ends_after_the_warm_up_is_not_a_swing() -> None:
+    """A queue that falls from 300 to 100 KB over the first fifth of the run and stays there
+    (the rate too) settles when the fall ends; the same fall with noise after it does not."""
+    t = (np.arange(2000) + 1) * INTERVAL
+    queue = 100e3 + 200e3 * np.clip(1 - t / 0.04, 0.0, None)
+    found = verdict(synthetic(queue))
+    assert found.state == "settled"
+    # within 10 % of the final queue from 38 ms (metrics.convergence_time's band)
+    assert 36 < float(found.reason.split("from ")[1].split(" ms")[0]) <= 40
+    noisy = queue + 30e3 * np.random.default_rng(2).standard_normal(t.size) * (t > 0.04)
+    assert verdict(synthetic(noisy)).state == "unsettled"
+
+
 def test_state_names_and_runs() -> None:
     codes = np.array([0.0, 0.0, 2.0, math.nan])
     assert state_names(codes).tolist() == ["settled", "settled", "lossy", ""]
@@ -122,9 +135,9 @@ def test_a_standing_overflow_where_the_window_floor_demands_one(flows: int) -> N
     """The 10 Gb/s DCTCP incast (5 MB buffer, windows of at least 2 segments of 1,500 B): at
     2,000 flows the windows at their floor alone keep 6 MB in flight, more than the buffer and
     one bandwidth-delay product hold, so the buffer overflows until enough flows sit out a
-    timeout: nothing settles (the packet level says unsettled, the fluid model's timeouts come
-    in waves it calls a cycle); at 400 flows it holds four times the floor's 1.2 MB, and a DCTCP
-    queue does not overflow."""
+    timeout: nothing settles (the packet level says unsettled; the fluid model ends with flows
+    in a timeout, which come back after the run); at 400 flows it holds four times the
+    floor's 1.2 MB, and a DCTCP queue does not overflow."""
     scenario = load_scenario(EXAMPLES / "incast_10g.toml").with_updates({"traffic.flows": flows})
     transport = scenario.si.transport
     floor = flows * transport.parameters["min_cwnd"] * transport.mss
