@@ -63,11 +63,16 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
     of it, and seed 001's standing-queue size), its queueing latency (mean and p99), the
     throughput with each point's state as its marker (`STATE_MARKERS`), and the time from which
     the queue stays below the standing-queue size (x: not converged by that criterion) beside
-    the time the run settled."""
+    the time the run settled. A scenario with barrier-synchronised rounds adds a row: the
+    goodput of the completed rounds (the incast experiment's goodput against servers, one flow
+    each) and how many rounds completed."""
     packet = float(ds.attrs.get("packet_bytes", 1500))
     standing = float(ds.attrs.get("standing_queue", np.nan))
-    fig = Figure(figsize=(11, 7.5))
-    (queue, latency), (rate, convergence) = fig.subplots(2, 2, sharex=True)
+    # NaN rounds: the scenario has none (0: rounds, none completed)
+    rounds = "rounds_completed" in ds and bool(ds.rounds_completed.notnull().any())
+    fig = Figure(figsize=(11, 10.5 if rounds else 7.5))
+    axes = fig.subplots(3 if rounds else 2, 2, sharex=True)
+    (queue, latency), (rate, convergence) = axes[:2]
     points = [(str(cc), ds.sel(cc=cc)) for cc in ds.cc.values] if "cc" in ds.dims else [("", ds)]
     top = float(ds.time[-1]) * 1e3
     marked: set[str] = set()  # states shown
@@ -98,6 +103,11 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
         if stuck.any():
             convergence.plot(flows[stuck], np.full(stuck.sum(), top), "x", color=colour,
                              label=f"{own}not converged")
+        if rounds:
+            axes[2][0].plot(flows, one.round_goodput.values * 8e-9, "-o", ms=3, color=colour,
+                            label=label or "goodput")
+            axes[2][1].plot(flows, one.rounds_completed.values, "-o", ms=3, color=colour,
+                            label=label or "rounds completed")
     for state in (s for s in STATE_MARKERS if s in marked):  # the legend's key, in grey
         rate.plot([], [], STATE_MARKERS[state], color="grey", mfc="none", label=state)
     buffer = float(ds.buffer.max())
@@ -116,10 +126,18 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
     rate.set_ylabel("throughput (Gb/s)")
     rate.set_ylim(bottom=0)
     convergence.set_ylabel("time (ms)")
-    for axes in (queue, latency, rate, convergence):
-        axes.legend(fontsize=7)
-    for axes in (rate, convergence):
-        axes.set_xlabel("flows")
-    fig.suptitle(f"{ds.attrs.get('scenario_name', 'sweep')}: queue, latency, throughput and "
-                 "convergence vs flows")
+    if rounds:
+        goodput, completed = axes[2]
+        goodput.plot(ds.flows.values, np.full(ds.flows.size, float(ds.capacity.max()) * 8e-9),
+                     "--", color="grey", lw=0.8, label="fastest link")
+        goodput.set_ylabel("goodput of the rounds (Gb/s)")
+        goodput.set_ylim(bottom=0)
+        completed.set_ylabel("rounds completed")
+        completed.set_ylim(bottom=0)
+    for one in axes.flat:
+        one.legend(fontsize=7)
+    for one in axes[-1]:
+        one.set_xlabel("flows (incast: servers)" if rounds else "flows")
+    fig.suptitle(f"{ds.attrs.get('scenario_name', 'sweep')}: queue, latency, throughput"
+                 + (", convergence and goodput" if rounds else " and convergence") + " vs flows")
     return _finish(fig, path)

@@ -223,6 +223,13 @@ _SWEEP_SUMMARIES = {
                                             "(5th to 95th percentile)"),
     "cycle_period": Field(_PER_RUN, "s", "period of the bottleneck queue's cycle (nan unless "
                                          "oscillating)"),
+    "round_goodput": Field(_PER_RUN, "bytes/s", "goodput of barrier-synchronised rounds: the "
+                                                "blocks of the completed rounds over their "
+                                                "summed round times, summed over traffic groups "
+                                                "(pathflow.metrics.round_summary; nan: no "
+                                                "rounds, or none completed)"),
+    "rounds_completed": Field(_PER_RUN, "1", "barrier-synchronised rounds completed within the "
+                                             "run, summed over traffic groups (nan: no rounds)"),
 }  # fmt: skip
 
 SWEEP = Schema(

@@ -8,8 +8,12 @@ equal chunks sized to keep memory near 1 GB, the points of a chunk merged into o
 gets the points finished so far, so an interrupted or failing sweep keeps them.
 
 The result has a `flows` dimension: per-point summaries (throughput, fairness, queue statistics and
-queueing latency of the bottleneck, convergence time, seed 001's standing-queue criterion) and
-the queue and utilization time series of every link. Scenarios swept side by side (congestion
+queueing latency of the bottleneck, convergence time, seed 001's standing-queue criterion; for
+barrier-synchronised incast rounds, `[traffic] rounds`, the goodput over the completed rounds and
+their count, NaN for a scenario without rounds) and the queue and utilization time series of
+every link. In the incast pattern the flows are spread round-robin over the senders, so a point's
+flow count is its number of servers (the classic incast experiment's N) up to the scenario's
+senders, and beyond them several flows share a server. Scenarios swept side by side (congestion
 controls compared on one network, `Scenario.with_cc`) add a dimension in front, `cc` by default.
 """
 
@@ -30,6 +34,7 @@ from pathflow.metrics import (
     default_warmup,
     jain_index,
     queue_stats,
+    round_summary,
     throughput,
 )
 from pathflow.scenario import Scenario, ScenarioError
@@ -79,7 +84,8 @@ def summarize_point(ds: xr.Dataset, standing_queue: float = STANDING_QUEUE
     bottleneck is the link busiest after warm-up; its queueing latency is queue / capacity;
     `below_standing` is the time from which its queue stays at or below `standing_queue` bytes
     (`metrics.below_since`; inf: above it after warm-up, not converged by seed 001's criterion);
-    `state` is the code of `verdict.verdict`'s state (`verdict.STATES`)."""
+    `state` is the code of `verdict.verdict`'s state (`verdict.STATES`); `round_goodput` and
+    `rounds_completed` are `_rounds`'."""
     rates = throughput(ds)
     stats = queue_stats(ds)
     warmup = default_warmup(ds)
@@ -107,7 +113,24 @@ def summarize_point(ds: xr.Dataset, standing_queue: float = STANDING_QUEUE
         "state": float(state.code),
         "queue_swing": state.swing,
         "cycle_period": state.period,
+        **_rounds(ds),
     }
+
+
+def _rounds(ds: xr.Dataset) -> dict[str, float]:
+    """Barrier-synchronised rounds (`metrics.round_summary`): `round_goodput`, the blocks of the
+    completed rounds over their summed round times (bytes/s), and `rounds_completed`. Traffic
+    groups with rounds read concurrently, so their goodputs add up (those that completed none
+    add nothing) and so do their rounds. NaN for both in a run without rounds (a sweep's points
+    share one scenario, so its table and figure show them or not as a whole); a goodput of NaN
+    beside 0 rounds completed: rounds that none completed within the run."""
+    rounds = round_summary(ds)
+    if not rounds.sizes["group"]:
+        return {"round_goodput": math.nan, "rounds_completed": math.nan}
+    goodput = rounds.goodput.values
+    done = np.isfinite(goodput)
+    return {"round_goodput": float(goodput[done].sum()) if done.any() else math.nan,
+            "rounds_completed": float(rounds.rounds_completed.sum())}
 
 
 def compile_together(scenarios: list[Scenario]) -> list[Compiled]:
@@ -267,7 +290,10 @@ def _resumable(resume: xr.Dataset | None, attrs: Mapping[str, object], points: l
         for n in one.flows.values:
             point = one.sel(flows=n)
             if np.isfinite(float(point.aggregate_throughput)):  # NaN: not run yet
-                kept[label, int(n)] = ({name: float(point[name]) for name in SUMMARIES},
+                # a result saved before a summary existed has none: NaN, as for a point
+                # that lacks the quantity
+                kept[label, int(n)] = ({name: float(point[name]) if name in point else math.nan
+                                        for name in SUMMARIES},
                                        _series(point))
     same = all(resume.attrs.get(key) == value for key, value in attrs.items()
                if key != "scenario_name")

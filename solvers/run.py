@@ -166,6 +166,9 @@ def solve_together(physics: Physics, problems: list[Problem], grid: Grid, *,
             parts = [{key: per_key[key][i] for key in value} for i in range(len(problems))]
         elif name in links:
             parts = split_links(value, problems)
+        elif name == "block_done":  # (..., F, rounds): the flows are not the last axis
+            parts = [np.moveaxis(part, -1, -2) for part in
+                     split_subflows(np.moveaxis(np.asarray(value), -2, -1), problems)]
         else:
             parts = split_subflows(value, problems)
         for piece, part in zip(pieces, parts, strict=True):

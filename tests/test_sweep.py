@@ -17,8 +17,8 @@ import pathflow
 from helpers import PACKET, star
 from pathflow import sweep as sweep_module
 from pathflow.cli import app
-from pathflow.metrics import below_since, default_warmup, queue_stats
-from pathflow.scenario import ScenarioError
+from pathflow.metrics import below_since, default_warmup, queue_stats, round_summary
+from pathflow.scenario import ScenarioError, load_scenario
 from pathflow.schema import SWEEP, check_dataset
 from pathflow.sweep import parse_flow_range, sweep_flows
 from pathflow.verdict import state_names
@@ -78,6 +78,9 @@ def test_cli_sweep_writes_dataset_and_plot(tmp_path: Path) -> None:
     assert list(ds.flows.values) == [2, 5, 8]
     assert ds.queue.dims == ("flows", "time", "link")
     assert ds.convergence_time.attrs["units"] == "s"
+    # no rounds: their summaries are NaN, and the table has no goodput column
+    assert ds.round_goodput.isnull().all() and ds.rounds_completed.isnull().all()
+    assert "goodput" not in result.output
     assert out.with_suffix(".png").stat().st_size > 10_000
 
 
@@ -257,3 +260,37 @@ def test_the_default_sweep_is_seed_001s_rdma_incast(tmp_path: Path) -> None:
         # the mean-field DCQCN flows cycle (notebook 03), and the table says so
         assert state_names(ds.state.sel(cc="dcqcn")).tolist() == ["oscillating"]
     assert "state: oscillating at every N from 80 flows" in " ".join(result.output.split())
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_a_rounds_sweep_gives_each_points_goodput(tmp_path: Path) -> None:
+    """The FAST 2008 incast (examples/incast_rounds_1g.toml) shrunk to 64 KB blocks, 3 rounds
+    and 3 servers, swept at 2 and 4 flows: each point's round goodput and rounds completed are
+    round_summary's of its own single run (the merged run splits block_done per flow). At 2
+    flows every round completes at line rate; at 4 the 4 first windows overflow the port and a
+    lost tail waits out the 200 ms RTO, so no round completes in 20 ms: goodput NaN ("none"
+    in the table), which says that 4 flows share 3 servers; the figure is written."""
+    scenario = load_scenario(EXAMPLES / "incast_rounds_1g.toml").with_updates(
+        {"topology.senders": 3, "traffic.size": "64KB", "traffic.rounds": 3,
+         "run.duration": "20ms"})
+    path = tmp_path / "rounds.toml"
+    path.write_text(scenario.to_toml())
+    out, figure = tmp_path / "sweep.nc", tmp_path / "goodput.png"
+    result = CliRunner().invoke(app, ["sweep", str(path), "--flows", "2:4:2", "-o", str(out),
+                                      "--plot", str(figure), "-q"])
+    assert result.exit_code == 0, result.output
+    assert figure.stat().st_size > 0
+    text = " ".join(result.output.split())
+    assert "goodput" in text and "none" in text and "several flows sharing a server" in text
+    with xr.open_dataset(out) as ds:
+        check_dataset(ds, SWEEP)
+        assert ds.round_goodput.attrs["units"] == "bytes/s"
+        assert ds.rounds_completed.values.tolist() == [3, 0]
+        for n in (2, 4):
+            single = round_summary(pathflow.simulate(scenario.with_updates({"traffic.flows": n})))
+            assert float(ds.rounds_completed.sel(flows=n)) == int(single.rounds_completed[0])
+            assert float(ds.round_goodput.sel(flows=n)) == pytest.approx(
+                float(single.goodput[0]), rel=1e-9, nan_ok=True)
+        assert float(ds.round_goodput.sel(flows=2)) == pytest.approx(1e9 / 8, rel=0.01)

@@ -73,11 +73,17 @@ def sweep(
         help="Scenario to sweep (default: seed 001's RDMA incast at 10 Gb/s, DCQCN and DCQCN+; "
              "the DCTCP incast is examples/incast_10g.toml).")] = None,
     flows: Annotated[str, typer.Option("--flows", help="START:STOP[:STEP] flow counts "
-                                       "(default 25 points between START and STOP).")] = "80:2000",
+                                       "(default 25 points between START and STOP). In the "
+                                       "incast pattern the flows go round-robin to "
+                                       "topology.senders: up to that many, N flows are N "
+                                       "servers, one flow each (the classic incast's N); "
+                                       "beyond, several flows share a server.")] = "80:2000",
     output: Annotated[Path, typer.Option("-o", "--output", help="Result Dataset (netCDF), "
                                          "written after every batch.")] = Path("sweep.nc"),
-    plot: Annotated[Path | None, typer.Option("--plot", help="PNG of queue and convergence time "
-                                              "versus flows (default: OUTPUT with .png).")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="PNG of queue, throughput and "
+                                              "convergence time versus flows, and with "
+                                              "traffic.rounds the rounds' goodput (default: "
+                                              "OUTPUT with .png).")] = None,
     controls: Annotated[str | None, typer.Option(
         "--cc", help="Congestion controls to compare side by side, comma separated (a cc "
                      "dimension), e.g. dcqcn,dcqcn+,dcqcn+static; parameters a control does not "
@@ -97,7 +103,9 @@ def sweep(
     threads: Threads = 1,
 ) -> None:
     """Run a scenario for many flow counts, batched (one compiled program per size bucket).
-    Before it starts, one line states its steps, memory and estimated time."""
+    Before it starts, one line states its steps, memory and estimated time. With barrier-
+    synchronised rounds (traffic.rounds) the table and figure add the goodput of the completed
+    rounds, the incast experiment's goodput against servers."""
     with user_errors():
         from pathflow.results import write_dataset
         from pathflow.sweep import parse_flow_range, sweep_flows
@@ -144,21 +152,31 @@ def sweep(
         from pathflow.plots import plot_sweep
 
         for cc in result.cc.values if "cc" in result.dims else [None]:
-            console.print(_table(result if cc is None else result.sel(cc=cc), scenario.name, cc))
+            console.print(_table(result if cc is None else result.sel(cc=cc), scenario.name, cc,
+                                 _servers(scenario)))
         plot_sweep(result, plot)
         console.print(f"wrote {output} and {plot}")
 
 
-def _table(result: xr.Dataset, name: str, cc: str | None) -> Table:
+def _servers(scenario: Scenario) -> int | None:
+    """The senders an incast's flows are spread over, round-robin (None: not an incast, or a
+    topology that does not count senders)."""
+    return scenario.spec.topology.senders if scenario.spec.traffic.pattern == "incast" else None
+
+
+def _table(result: xr.Dataset, name: str, cc: str | None, servers: int | None = None) -> Table:
     """Per flow count: throughput, fairness, queueing latency, the largest queue, seed 001's
-    convergence (time from which the queue stays below the standing-queue size) and the state
-    the point ends in; below, the states along the sweep in one line."""
+    convergence (time from which the queue stays below the standing-queue size), the state
+    the point ends in and, with rounds, their goodput and how many completed; below, the states
+    along the sweep in one line. `servers`: the incast's senders, to say what N is."""
     from pathflow.verdict import state_names, state_runs
 
     title = f"{name}{f' with {cc}' if cc else ''}: sweep over flows"
     standing = format_bytes(float(result.attrs["standing_queue"]))
     idle = (result.bottleneck_utilization < 0.5).values  # a short queue there says little
     states = state_names(result.state)
+    # NaN rounds: the scenario has none (a count of 0 is rounds that none completed)
+    rounds = "rounds_completed" in result and bool(result.rounds_completed.notnull().any())
     table = Table(title=title, title_justify="left", box=None, pad_edge=False,
                   collapse_padding=True, header_style="bold underline",
                   caption=f"state: {state_runs(result.flows.values, result.state.values)}"
@@ -169,11 +187,13 @@ def _table(result: xr.Dataset, name: str, cc: str | None) -> Table:
                              "than a converged one" if idle.any() else "")
                           + "; state: settled, oscillating (a limit cycle), lossy (standing "
                           "overflow), collapsed (a link under half used while it drops), "
-                          "unsettled (pathflow.verdict)",
+                          "unsettled (pathflow.verdict)"
+                          + (_rounds_caption(result, servers) if rounds else ""),
                   caption_justify="left")
     paused = bool((result.paused > 0).any())  # a lossless network: how long PFC held links
     for column in ("flows", "throughput", "Jain", "latency", "p99", "queue max", "converged",
-                   "state", *(["paused"] if paused else [])):
+                   "state", *(["paused"] if paused else []),
+                   *(["goodput", "rounds"] if rounds else [])):
         table.add_column(column, justify="right", no_wrap=True)
     for i, n in enumerate(result.flows.values):
         point = result.isel(flows=i)
@@ -184,8 +204,28 @@ def _table(result: xr.Dataset, name: str, cc: str | None) -> Table:
                       format_bytes(float(point.queue_max)),
                       (format_time(below) if math.isfinite(below) else "no")
                       + ("*" if idle[i] else ""), str(states[i]),
-                      *([f"{float(point.paused):.1%}"] if paused else []))
+                      *([f"{float(point.paused):.1%}"] if paused else []),
+                      *([_goodput(float(point.round_goodput)),
+                         str(int(point.rounds_completed))] if rounds else []))
     return table
+
+
+def _goodput(rate: float) -> str:
+    """A round goodput, or "none" where no round completed (NaN)."""
+    return format_rate(rate) if math.isfinite(rate) else "none"
+
+
+def _rounds_caption(result: xr.Dataset, servers: int | None) -> str:
+    """What the rounds' columns are, and what a flow count is in an incast."""
+    text = ("\ngoodput: the blocks of the completed barrier-synchronised rounds over their summed "
+            "round times (traffic.rounds; none: no round completed); rounds: how many "
+            "completed")
+    if servers is None:
+        return text
+    shared = int((result.flows > servers).sum())
+    return text + (f"; flows: the incast's servers N, one flow each, up to its {servers} senders"
+                   + (f"; the {shared} points above {servers} flows have several flows sharing "
+                      "a server (round-robin)" if shared else ""))
 
 
 def _cycles(result: xr.Dataset, states: np.ndarray) -> str:
