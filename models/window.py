@@ -46,7 +46,10 @@ Scope and limitations
 Retransmission timeouts are the solver's (`models.timeouts`: a flow stalls for an RTO and restarts
 from one segment in slow start, with ssthresh a state). No receive-window limit, no pacing. Loss
 bursts are averaged: a fluid flow loses the expected fraction, not a burst. Fluid flows with equal
-parameters are synchronised; packet-level flows may not be.
+parameters are synchronised; packet-level flows may not be (in the ``window`` form a few identical
+DCTCP flows still above K when their CWR ends all cut again, twice per cycle, where about half
+the packet-level flows cut once: the sawtooth's period is 25 to 40 % longer than the packet
+level's at 8 flows, its mean and swing as the packet level's).
 
 Validation (run as tests by tests/test_validation.py): `reno_equilibrium` (p = 2/W^2 on one RED
 link in ``mean`` form) and `dctcp_sawtooth` (DCTCP Q_max against the closed form, amplitude
