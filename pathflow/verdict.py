@@ -136,8 +136,11 @@ def verdict(ds: xr.Dataset, warmup: float | None = None) -> RunState:
     if dropping.size and dropping.mean() >= LOSSY_RECORDS:
         return out("lossy", f"{name} drops packets in {dropping.mean():.0%} of the records after "
                             "warm-up: a standing overflow")
-    swinging = queue.size > 0 and swing >= max(CYCLE_PACKETS * packet,
-                                               CYCLE_RELATIVE * float(queue.mean()))
+
+    def swings(peak_to_peak: float, mean: float) -> bool:
+        return peak_to_peak >= max(CYCLE_PACKETS * packet, CYCLE_RELATIVE * mean)
+
+    swinging = queue.size > 0 and swings(swing, float(queue.mean()))
     lag, correlation = _cycle(queue)
     half = queue.size // 2
     first, second = (float(np.ptp(part)) if part.size else 0.0
@@ -154,9 +157,8 @@ def verdict(ds: xr.Dataset, warmup: float | None = None) -> RunState:
     if swinging and convergence.settled and convergence.time > warmup:
         # the end of the start-up fell after the warm-up: judge the queue after it
         calm = queue[ds.time.values[after] >= convergence.time]
-        swinging = calm.size == 0 or float(np.percentile(calm, 95) - np.percentile(calm, 5)
-                                           ) >= max(CYCLE_PACKETS * packet,
-                                                    CYCLE_RELATIVE * float(calm.mean()))
+        swinging = calm.size == 0 or swings(
+            float(np.percentile(calm, 95) - np.percentile(calm, 5)), float(calm.mean()))
     if swinging:
         return out("unsettled", f"{name}'s queue swings {swing / 1e3:.3g} KB without a cycle "
                                 "that repeats within the time after warm-up")
