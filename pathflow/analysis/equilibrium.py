@@ -47,17 +47,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.optimize
 import xarray as xr
 
-from pathflow.analysis.fairness import network_of
-from pathflow.compile import compile_scenario
+from pathflow.analysis.fairness import Network, network_of
+from pathflow.compile import Compiled, compile_scenario
 from pathflow.scenario import Scenario, ScenarioError
 
-__all__ = ["dcqcn_rest_rate", "equilibrium"]
+__all__ = ["RestState", "dcqcn_rest_rate", "equilibrium", "rest_state"]
 
 
 def _fischer_burmeister(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -69,20 +69,53 @@ RestRate = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 NaN for a rate-based sender)."""
 
 
+class RestState(NamedTuple):
+    """The rest state per solver controller (`Problem.count` flows each) and per link."""
+
+    compiled: Compiled
+    network: Network
+    queue: np.ndarray  # (links,) bytes
+    probability: np.ndarray  # (links,) marking or early-drop probability
+    rate: np.ndarray  # (controllers,) bytes/s
+    window: np.ndarray  # (controllers,) packets; NaN for a rate-based sender
+    rtt: np.ndarray  # (controllers,) s
+    residual: float  # the largest Fischer-Burmeister residual (0 at an exact rest state)
+
+
 def equilibrium(scenario: Scenario) -> xr.Dataset:
     """The rest state of `scenario` (see the module docstring): per flow its rate (bytes/s),
     window (packets; NaN for DCQCN) and round trip (s); per link its queue (bytes), marking or
     early-drop probability and load (bytes/s). attrs: `residual`, the largest
     Fischer-Burmeister residual (0 at an exact rest state)."""
+    rest = rest_state(scenario)
+    controller = np.asarray(rest.compiled.controller_of)
+    names = [f"{flow.src}->{flow.dst}" for flow in rest.compiled.routes.flows]
+    return xr.Dataset(
+        {"rate": ("flow", rest.rate[controller], {"units": "bytes/s"}),
+         "window": ("flow", rest.window[controller], {"units": "packets"}),
+         "rtt": ("flow", rest.rtt[controller], {"units": "s"}),
+         "queue": ("link", rest.queue, {"units": "bytes"}),
+         "probability": ("link", rest.probability, {"units": "1"}),
+         "load": ("link", rest.network.load(rest.rate), {"units": "bytes/s"})},
+        coords={"flow": np.arange(controller.size),
+                "link": [link.name for link in rest.compiled.network.links],
+                "pair": ("flow", names)},
+        attrs={"residual": rest.residual})
+
+
+def rest_state(scenario: Scenario) -> RestState:
+    """The rest state of `scenario` per solver controller (see `equilibrium`)."""
     compiled = compile_scenario(scenario)
-    network, controller, names = network_of(compiled)
+    network, _, _ = network_of(compiled)
     problem = compiled.problem
     rest_rate = _rest_rate(scenario, problem)
     links = network.capacity.size
     low, high, pmax = _ramp(scenario, problem.aqm, links)
-    marking = np.isfinite(low)  # host NICs never mark
-    low, high = np.where(marking, low, 0.0), np.where(marking, high, 1.0)
     routing, capacity, count = network.routing, network.capacity, network.count
+    # host NICs never mark; a link that no flow crosses holds no queue, nor one downstream of
+    # a link carrying the same flows at no more capacity (the upstream one holds it)
+    marking = np.isfinite(low) & routing.any(axis=1) & ~_shadowed(problem, routing, capacity)
+    low, high = np.where(marking, low, 0.0), np.where(marking, high, 1.0)
     assert network.base_rtt is not None
     nic = np.asarray(problem.nic)
 
@@ -102,25 +135,20 @@ def equilibrium(scenario: Scenario) -> xr.Dataset:
         return _fischer_burmeister(scaled, (1.0 - load / capacity)[marking])
 
     start = np.full(int(marking.sum()), 0.5)
-    found = scipy.optimize.least_squares(residual, start, bounds=(0.0, 1.0), xtol=1e-14,
-                                         ftol=1e-14, gtol=1e-14, method="trf")
+    try:
+        found = scipy.optimize.least_squares(residual, start, bounds=(0.0, 1.0), xtol=1e-14,
+                                             ftol=1e-14, gtol=1e-14, method="trf")
+    except np.linalg.LinAlgError as why:
+        raise ScenarioError(f"the rest state was not found: the root solver failed ({why}) on "
+                            f"{start.size} loaded marking links") from None
     queue = np.zeros(links)
     queue[marking] = np.where(found.x > 1e-8, found.x, 0.0) * high[marking]  # 0: no queue
     if np.any(queue[marking] >= high[marking] * (1 - 1e-9)):
         raise ScenarioError("aqm: the rest state lies at the end of the marking ramp (a queue at "
                             "its max, where marking jumps to 1): no equilibrium on the ramp")
     p_link, rtt, window, rate = state(queue)
-    return xr.Dataset(
-        {"rate": ("flow", rate[controller], {"units": "bytes/s"}),
-         "window": ("flow", window[controller], {"units": "packets"}),
-         "rtt": ("flow", rtt[controller], {"units": "s"}),
-         "queue": ("link", queue, {"units": "bytes"}),
-         "probability": ("link", p_link, {"units": "1"}),
-         "load": ("link", network.load(rate), {"units": "bytes/s"})},
-        coords={"flow": np.arange(controller.size),
-                "link": [link.name for link in compiled.network.links],
-                "pair": ("flow", names)},
-        attrs={"residual": float(np.max(np.abs(found.fun))) if found.fun.size else 0.0})
+    return RestState(compiled, network, queue, p_link, rate, window, rtt,
+                     float(np.max(np.abs(found.fun))) if found.fun.size else 0.0)
 
 
 def _ramp(scenario: Scenario, aqm: Any, links: int) -> tuple[np.ndarray, ...]:
@@ -129,7 +157,11 @@ def _ramp(scenario: Scenario, aqm: Any, links: int) -> tuple[np.ndarray, ...]:
     if kind == "red":
         ends = (aqm.min, aqm.max, aqm.pmax)
     elif kind == "dcqcn":
-        ends = (aqm.kmin, aqm.kmax, aqm.pmax)
+        kmin, kmax, pmax = (np.asarray(v, float) for v in (aqm.kmin, aqm.kmax, aqm.pmax))
+        # the extended line goes on past kmax to 1 (the CoNEXT 2016 analysis's ramp)
+        with np.errstate(invalid="ignore"):  # inf - inf at host NICs, which never mark
+            end = np.where(np.asarray(aqm.extended) > 0, kmin + (kmax - kmin) / pmax, kmax)
+        ends = (kmin, end, np.where(np.asarray(aqm.extended) > 0, 1.0, pmax))
     else:
         raise ScenarioError(f"aqm.kind: the equilibrium needs a marking ramp (red, dcqcn), not "
                             f"{kind!r} (drop-tail and the ECN step settle into a sawtooth, not a "
@@ -181,8 +213,8 @@ def dcqcn_rest_rate(p: float, tau: float, tau_alpha: float, stages: float, byte_
     def excess(rate: float) -> float:  # cuts minus increases: grows with the rate
         a = -math.expm1(tau * rate * log_keep)
         alpha = -math.expm1(tau_alpha * rate * log_keep)
-        b = p / math.expm1(-byte_counter * log_keep)
-        d = p / math.expm1(-timer * rate * log_keep)
+        b = _per_count(byte_counter, p, log_keep)
+        d = _per_count(timer * rate, p, log_keep)
         increase = (math.exp(stages * byte_counter * log_keep) * b
                     + math.exp(stages * timer * rate * log_keep) * d)
         return alpha * a * a - tau**2 * rai * rate * increase * (b + d)
@@ -193,6 +225,33 @@ def dcqcn_rest_rate(p: float, tau: float, tau_alpha: float, stages: float, byte_
         return min_rate
     return scipy.optimize.brentq(excess, min_rate, line_rate, xtol=1e-9 * line_rate,
                                  rtol=1e-13)
+
+
+def _shadowed(problem: Any, routing: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Per link, whether a link before it on the path carries exactly its flows at no more
+    capacity: then it never receives more than it serves (single paths)."""
+    links = capacity.size
+    order = np.full((links, routing.shape[1]), -1)  # each flow's hop index at each link
+    for path, hops in enumerate(np.asarray(problem.path_hops)):
+        real = hops[hops < links]
+        order[real, np.asarray(problem.path_subflow)[path]] = np.arange(real.size)
+    shadowed = np.zeros(links, bool)
+    crossed = routing > 0
+    _, group = np.unique(crossed, axis=0, return_inverse=True)
+    for members in (np.flatnonzero(group.reshape(-1) == g) for g in np.unique(group)):
+        if members.size < 2 or not crossed[members[0]].any():
+            continue
+        flow = np.flatnonzero(crossed[members[0]])[0]
+        first = members[np.argmin(order[members, flow])]
+        shadowed[members] = (members != first) & (capacity[members] >= capacity[first])
+    return shadowed
+
+
+def _per_count(count: float, p: float, log_keep: float) -> float:
+    """p / ((1 - p)^-count - 1), written so that a large count underflows to 0 rather than
+    overflowing."""
+    kept = count * log_keep  # <= 0
+    return p * math.exp(kept) / -math.expm1(kept)
 
 
 def _nic_share(wanted: np.ndarray, nic: np.ndarray, count: np.ndarray, capacity: np.ndarray

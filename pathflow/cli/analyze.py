@@ -1,6 +1,7 @@
 """`pathflow analyze`: what a scenario's network predicts before anything is simulated: each
 flow's max-min and proportionally fair rate; for Reno, the optimum of Reno's utility at the base
-round trips; and the model's rest state where it has one (`pathflow.analysis`)."""
+round trips; the model's rest state where it has one, and whether that rest state is stable, with
+its margins and the time to settle (`pathflow.analysis`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from typing import Annotated
 
 import numpy as np
 import typer
+import xarray as xr
 from rich.table import Table
 
 from pathflow.cli.console import console, setup_jax, user_errors
 from pathflow.scenario import Scenario, ScenarioError, load_scenario
-from pathflow.units import format_bytes, format_rate
+from pathflow.units import format_bytes, format_rate, format_time
 
 
 def analyze(
@@ -23,12 +25,14 @@ def analyze(
     """Predict each flow's rate from the network alone, in a second: max-min fair, proportionally
     fair, for Reno its own allocation (the optimum of -2 / (b T^2 x) at the base round trips;
     queues lengthen them) and, where the model has one (Reno with reaction = "mean", DCQCN, on
-    RED or DCQCN marking), its rest state: rates and the queues that hold them. Single-path
-    flows."""
+    RED or DCQCN marking), its rest state (rates and the queues that hold them) and its linear
+    stability per bottleneck: stable or not, the rightmost root, the time to settle or the
+    period of the oscillation, the phase margin, the critical loop delay and the gain margin.
+    Single-path flows."""
     with user_errors():
         setup_jax(1)
         scenario = load_scenario(scenario_file)
-        names, columns, queues = _predictions(scenario)
+        names, columns, queues, stable = _predictions(scenario)
     table = Table(title=f"{scenario.name}: rates predicted from the network alone",
                   title_justify="left")
     for column in ("flow", "src -> dst", *columns):
@@ -41,13 +45,42 @@ def analyze(
         table.add_row("...", f"{len(names)} flows", *("" for _ in columns))
     console.print(table)
     console.print(f"Rest state: {queues}")
+    if stable is not None:
+        console.print(_stability_table(stable))
 
 
-def _predictions(scenario: Scenario) -> tuple[list[str], dict[str, np.ndarray], str]:
+def _stability_table(result: xr.Dataset) -> Table:
+    """One row per bottleneck (connected part of the network) of `analysis.stability`."""
+    table = Table(title="Linear stability of the rest state (root: rightmost characteristic "
+                  "root, 1/s; settles: to 10 % of a small perturbation; PM: phase margin; GM: "
+                  "gain margin)", title_justify="left")
+    for column in ("queues", "flows", "verdict", "root", "settles", "period", "PM",
+                   "critical delay", "GM"):
+        table.add_column(column, justify="left" if column in ("queues", "verdict") else "right",
+                         no_wrap=column == "root")
+    for part in result.component.values:
+        row = result.sel(component=part)
+        stable, period = bool(row.stable), float(row.period)
+        critical, gain = float(row.critical_delay), float(row.gain_margin)
+        table.add_row(
+            str(row.links.item()), f"{float(row.flows):g}", "stable" if stable else "unstable",
+            f"{float(row.root_real):.4g}{float(row.root_imag):+.4g}j",
+            format_time(float(row.settling_time)) if stable else "never",
+            format_time(period) if np.isfinite(period) else "none",
+            f"{float(row.phase_margin):.3g} deg",
+            format_time(critical) if np.isfinite(critical) else "-",
+            f"{gain:.3g}" if np.isfinite(gain) else "inf")
+    return table
+
+
+def _predictions(scenario: Scenario
+                 ) -> tuple[list[str], dict[str, np.ndarray], str, xr.Dataset | None]:
     """Per flow: its "src->dst" and each prediction's rate (bytes/s); the rest state's
-    non-empty queues, or why there is none, in words."""
+    non-empty queues, or why there is none, in words; its stability (None where there is no
+    rest state)."""
     from pathflow.analysis.equilibrium import equilibrium
     from pathflow.analysis.fairness import alpha_fair, max_min, network_of, reno_allocation
+    from pathflow.analysis.stability import stability
     from pathflow.compile import compile_scenario
 
     network, controller, names = network_of(compile_scenario(scenario))
@@ -62,9 +95,9 @@ def _predictions(scenario: Scenario) -> tuple[list[str], dict[str, np.ndarray], 
     try:
         rest = equilibrium(scenario)
     except ScenarioError as why:  # the table stands without it; say why it is missing
-        return names, columns, f"none derived ({why})"
+        return names, columns, f"none derived ({why})", None
     columns["rest state"] = rest.rate.values
     loaded = rest.queue.values > 0
     queues = ", ".join(f"{link} {format_bytes(float(q))}" for link, q in
                        zip(rest.link.values[loaded], rest.queue.values[loaded], strict=True))
-    return names, columns, queues or "no queue"
+    return names, columns, queues or "no queue", stability(scenario)

@@ -1,0 +1,642 @@
+"""Linear stability of a network's rest state: characteristic roots, margins, and the time to
+settle (issue 12, item 2).
+
+Model
+-----
+The fluid model is a delay-differential system. Its variables z are the state of every
+controller that a congestion signal holds (the model's state variables that move: Reno's
+window, DCQCN's current and target rates and alpha), and the queue (bytes) of every link that
+holds one at rest, with RED's moving average beside it. A controller reads three signals one
+loop delay late, u_i(t) = g_i(z(t - D_i)): the marked and the dropped fraction along its path,
+1 - prod_l (1 - p_l(v_l)), and its own sending rate (the rate whose acknowledgements arrive);
+everything else it reads now (its round trip R_i = base_i + sum_l q_l / C_l). So
+
+    dz/dt = F(z(t), u(t)),   u_i(t) = g_i(z(t - D_i)),
+
+with F the model's own `derivative` and `rate` (`models`), the discipline's `congestion` and
+`average` (`models.aqm`) and the queue's balance dq_l/dt = (1 - d_l) sum_i R_li n_i x_i - C_l
+(n_i the flows a controller stands for, d_l the early-drop probability): the functions the
+solver integrates, differentiated here by JAX, so that the two cannot disagree. D_i is the
+rest round trip (`run.feedback_delay = "round_trip"`) or its propagation part
+("propagation"), held constant: the delay's own dependence on the queue is left out, as in
+every fluid-model stability analysis (Hollot, Misra, Towsley and Gong 2001; Zhu et al. 2016).
+Around the rest point z* (the root of F(z, g(z)) = 0, polished by Newton from
+`analysis.equilibrium`'s rest state) the linear system is
+
+    dz/dt = A0 z(t) + sum_c B_c C_c z(t - D_c),   A0 = dF/dz, B = dF/du, C = dg/dz,
+
+with characteristic matrix T(s) = s I - A0 - B E(s) C, E(s) = diag(exp(-s D_c)). Its roots
+are found by the pseudospectral discretisation of the system's infinitesimal generator on
+Chebyshev nodes over [-max D, 0] (Breda, Maset and Vermiglio 2005), then polished by Newton on
+det T(s) = 0 (step 1 / trace(T^-1 T')). The rest state is stable when every root has a negative
+real part; the rightmost root s = -sigma + j omega gives the decay time 1 / sigma, the time to
+settle within 10 % of a perturbation, ln(10) / sigma, and the period 2 pi / omega of the
+oscillation. A rightmost root with a positive real part predicts that the rest state is left
+for a limit cycle (its period near 2 pi / omega at the crossing).
+
+Margins break the loop at the delayed signals: G(s) = C (s I - A0)^-1 B E(s), the closed loop
+being det(I - G(s)) = 0. For each eigenvalue (characteristic locus) lambda(j omega) of G:
+
+- where |lambda| = 1 (the crossover omega_c), the phase margin phi = arg lambda in (-180, 180]
+  degrees: an extra delay phi / omega_c in every signal puts a root on the imaginary axis, so
+  the delay margin is phi / omega_c and, where a component's signals share one delay D, the
+  critical delay is D + phi / omega_c;
+- where lambda is real and positive, the gain margin 1 / lambda: the factor on the loop gain
+  that puts a root at j omega.
+
+Each is the smallest over the loci. For one bottleneck (N identical flows) the margins are the
+classical single-loop ones. The network is split into its connected parts (the variables that
+act on each other); each part has its own roots and margins.
+
+Scope and limitations
+---------------------
+What `analysis.equilibrium` covers: single-path flows of Reno (reaction = "mean") and DCQCN on
+RED or DCQCN marking ramps. Step marking (DCTCP's ECN step, drop-tail's full buffer) has no
+derivative at its threshold (infinite gain): its rest state is a limit cycle, refused with the
+reason. Flows that their NIC holds (no signal on their path) are constant sources; links without
+a queue at rest stay empty under small perturbations and are left out, as are the ACK load and
+the queueing of ACKs (as in the equilibrium) and the thinning of a flow by losses upstream of a
+bottleneck (second order in the drop probability). Linear: it predicts local stability, the
+settling of small perturbations, and the onset of oscillation; not the amplitude of a limit
+cycle nor the start-up transient.
+
+Validation
+----------
+tests/test_stability.py: Reno on RED against the linearisation of Hollot, Misra, Towsley and
+Gong (2001) written out by hand (roots to 1e-6), their sufficient stability condition, and the
+simulation on either side of the predicted critical gain; DCQCN with the conext2016 parameters at
+85 us (Zhu et al. 2016: unstable for N = 10, stable for N = 2 and 64) and its critical delay
+against the simulation; roots against margins (at the critical delay a root sits at j omega_c).
+
+References
+----------
+C. V. Hollot, V. Misra, D. Towsley, W. Gong, "On designing improved controllers for AQM routers
+supporting TCP flows", INFOCOM 2001 (and "A control theoretic analysis of RED", INFOCOM 2001).
+Y. Zhu, M. Ghobadi, V. Misra, J. Padhye, "ECN or delay: lessons learnt from analysis of DCQCN
+and TIMELY", CoNEXT 2016.
+D. Breda, S. Maset, R. Vermiglio, "Pseudospectral differencing methods for characteristic roots
+of delay differential equations", SIAM J. Sci. Comput. 27(2), 2005.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.integrate
+import scipy.optimize
+import scipy.sparse
+import scipy.sparse.csgraph
+import xarray as xr
+
+from pathflow.analysis.equilibrium import RestState, rest_state
+from pathflow.models.base import Signals
+from pathflow.scenario import Scenario, ScenarioError
+
+__all__ = ["Linearization", "characteristic_roots", "linearize", "loop_margins", "stability"]
+
+SIGNALS = ("mark", "loss", "acked")  # the delayed signals of each controller
+
+
+class Linearization(NamedTuple):
+    """dz/dt = a0 z(t) + sum_c b[:, c] c[c, :] z(t - delay[c]) around the rest point, z the
+    variables' deviations relative to their rest values (and the signals' relative to theirs)."""
+
+    a0: np.ndarray  # (n, n) 1/s
+    b: np.ndarray  # (n, m)
+    c: np.ndarray  # (m, n)
+    delay: np.ndarray  # (m,) s
+    variables: list[str]  # (n,) "cwnd[3]", "queue[s0->r0]", ...
+    channels: list[str]  # (m,) "mark[3]", ...
+    rest: np.ndarray  # (n,) z*: the rest point (the variables' units)
+
+
+class Margins(NamedTuple):
+    phase: float  # degrees (inf: no crossover)
+    crossover: float  # rad/s
+    delay: float  # s: the extra delay in every signal that reaches instability
+    gain: float  # the factor on the loop gain that reaches instability (inf: none)
+
+
+def linearize(scenario: Scenario, rest: RestState | None = None) -> Linearization:
+    """The linear system around the rest state of `scenario` (see the module docstring)."""
+    whole = _Closed(rest or rest_state(scenario)).linearize()
+    return _restrict(whole, np.arange(whole.a0.shape[0]))
+
+
+def characteristic_roots(lin: Linearization, nodes: int = 32, count: int = 8) -> np.ndarray:
+    """The `count` rightmost roots (1/s) of det(s I - A0 - B E(s) C) = 0 with non-negative
+    imaginary part, rightmost first: eigenvalues of the Chebyshev discretisation of the
+    infinitesimal generator with `nodes` intervals, each polished by Newton."""
+    n = lin.a0.shape[0]
+    if n == 0:
+        return np.zeros(0, complex)
+    span = float(lin.delay.max()) if lin.delay.size else 0.0
+    if span <= 0:
+        guesses = np.linalg.eigvals(lin.a0 + lin.b @ lin.c)
+    else:
+        guesses = np.linalg.eigvals(_generator(lin, nodes, span))
+    guesses = guesses[(guesses.imag >= 0) & np.isfinite(guesses)]
+    # the discretisation resolves roots with |Im s| span below about the node count
+    guesses = guesses[np.abs(guesses.imag) * span <= nodes]
+    guesses = guesses[np.argsort(-guesses.real)][:3 * count]
+    roots = [_newton(lin, s) for s in guesses]
+    roots = np.array([s if s.imag >= 0 else s.conjugate() for s in roots if np.isfinite(s)])
+    unique: list[complex] = []
+    for s in roots[np.argsort(-roots.real)]:
+        if all(abs(s - u) > 1e-7 * max(abs(u), 1.0) for u in unique):
+            unique.append(complex(s))
+    return np.array(unique[:count])
+
+
+def loop_margins(lin: Linearization, points: int = 4000) -> Margins:
+    """Phase, delay and gain margins of the loop broken at the delayed signals (module
+    docstring), from the characteristic loci of G(j omega) on a logarithmic grid of `points`
+    frequencies, each crossing refined by bisection."""
+    if lin.c.shape[0] == 0:
+        return Margins(math.inf, math.nan, math.inf, math.inf)
+    scale = float(np.mean(lin.delay)) if np.any(lin.delay > 0) else 1.0 / max(
+        float(np.max(np.abs(np.linalg.eigvals(lin.a0)))), 1e-300)
+    omegas = np.geomspace(1e-4 / scale, 1e3 / scale, points)
+    loci = _loci(lin, omegas)  # (points, m), each column one continuous branch
+    phase, crossover, delay, gain = math.inf, math.nan, math.inf, math.inf
+    for branch in loci.T:
+        magnitude = np.log(np.abs(branch) + 1e-300)
+        for i in np.flatnonzero(np.sign(magnitude[:-1]) != np.sign(magnitude[1:])):
+            omega, value = _refine(lin, omegas[i], omegas[i + 1], branch[i], branch[i + 1],
+                                   lambda z: math.log(abs(z) + 1e-300))
+            angle = math.atan2(value.imag, value.real)
+            if angle / omega < delay:
+                phase, crossover, delay = math.degrees(angle), omega, angle / omega
+        # the positive real axis; a locus at 0 (G has rank below its size) never reaches 1
+        positive = branch.real > 1e-9 * np.max(np.abs(loci))
+        for i in np.flatnonzero((np.sign(branch.imag[:-1]) != np.sign(branch.imag[1:]))
+                                & positive[:-1] & positive[1:]):
+            _, value = _refine(lin, omegas[i], omegas[i + 1], branch[i], branch[i + 1],
+                               lambda z: z.imag)
+            # of several crossings, the one nearest to 1 (a loop may also go unstable when its
+            # gain falls: conditional stability)
+            if value.real > 0 and (gain == math.inf
+                                   or abs(math.log(value.real)) < abs(math.log(gain))):
+                gain = 1.0 / value.real
+    return Margins(phase, crossover, delay, gain)
+
+
+def stability(scenario: Scenario, nodes: int = 32) -> xr.Dataset:
+    """Roots and margins of each connected part of the network around its rest state.
+
+    Per `component`: `root_real` (1/s) and `root_imag` (rad/s) of the rightmost root, `stable`,
+    `decay_time` (1 / -Re s, s), `settling_time` (to 10 % of a small perturbation, s; NaN when
+    unstable), `period` (2 pi / Im s, s; inf without oscillation), `phase_margin` (degrees),
+    `crossover` (rad/s), `delay_margin` (s), `loop_delay` and `critical_delay` (s; NaN where the
+    part's signals have different delays), `gain_margin`; coordinates `links` (the queues of the
+    part) and `flows` (how many flows it holds). attrs: the rest state's `residual` (the
+    largest |F(z*, g(z*))| relative to its scale)."""
+    closed = _Closed(rest_state(scenario))
+    whole = closed.linearize()
+    classes = closed.classes(whole)
+    reduced, differences = _by_symmetry(whole, classes, len(closed.keys))
+    rows, links, flows = [], [], []
+    for part in _components(reduced):
+        lin = _restrict(reduced, part)
+        members = [cls for k, cls in enumerate(classes) if k in _classes_in(reduced, part)]
+        apart = [differences[k] for k in _classes_in(reduced, part) if k in differences]
+        roots = np.concatenate([characteristic_roots(sub, nodes) for sub in (lin, *apart)])
+        root = complex(roots[np.argmax(roots.real)]) if roots.size else complex(-math.inf, 0)
+        margins = min((loop_margins(sub) for sub in (lin, *apart)), key=lambda m: m.delay)
+        uniform = lin.delay.size > 0 and np.ptp(lin.delay) <= 1e-12 * lin.delay.max()
+        loop = float(lin.delay[0]) if uniform else math.nan
+        decay = -1.0 / root.real if root.real < 0 else math.nan
+        rows.append({
+            "root_real": root.real, "root_imag": root.imag, "stable": bool(root.real < 0),
+            "decay_time": decay, "settling_time": decay * math.log(10.0),
+            "period": 2 * math.pi / root.imag if root.imag > 0 else math.inf,
+            "phase_margin": margins.phase, "crossover": margins.crossover,
+            "delay_margin": margins.delay, "loop_delay": loop,
+            "critical_delay": loop + margins.delay if uniform else math.nan,
+            "gain_margin": margins.gain})
+        links.append(", ".join(name[len("queue["):-1] for name in lin.variables
+                               if name.startswith("queue[")))
+        flows.append(sum(float(closed.count[closed.moving[i]]) for cls in members for i in cls))
+    units = {"root_real": "1/s", "root_imag": "rad/s", "stable": "", "decay_time": "s",
+             "settling_time": "s", "period": "s", "phase_margin": "degrees",
+             "crossover": "rad/s", "delay_margin": "s", "loop_delay": "s",
+             "critical_delay": "s", "gain_margin": "1"}
+    return xr.Dataset(
+        {name: ("component", np.array([row[name] for row in rows]), {"units": unit})
+         for name, unit in units.items()},
+        coords={"component": np.arange(len(rows)), "links": ("component", links),
+                "flows": ("component", np.array(flows, dtype=float))},
+        attrs={"residual": closed.residual})
+
+
+def _by_symmetry(lin: Linearization, classes: list[np.ndarray], keys: int
+                 ) -> tuple[Linearization, dict[int, Linearization]]:
+    """The system on the subspace where the controllers of each class move alike (one
+    representative per class: variables "key[k]" and channels "signal[k]" for class k), and per
+    class of two or more the system of the differences between two of its members (the modes
+    the queues do not see). Both subspaces are invariant when the classes are true symmetries,
+    checked here; otherwise every controller is a class of its own."""
+    m = sum(cls.size for cls in classes)
+    n, channels = lin.a0.shape[0], lin.c.shape[0]
+    tail = np.arange(keys * m, n)
+
+    def spread(count: int, rows: int, extra: np.ndarray) -> np.ndarray:
+        """Columns: per block and class the indicator of the class's members, then `extra`."""
+        basis = np.zeros((rows, count * len(classes) + extra.size))
+        for block in range(count):
+            for k, cls in enumerate(classes):
+                basis[block * m + cls, block * len(classes) + k] = 1.0
+        basis[extra, count * len(classes) + np.arange(extra.size)] = 1.0
+        return basis
+
+    p = spread(keys, n, tail)
+    q = spread(len(SIGNALS), channels, np.zeros(0, int))
+    average_p, average_q = np.linalg.pinv(p), np.linalg.pinv(q)
+    a0, b, c = average_p @ lin.a0 @ p, average_p @ lin.b @ q, average_q @ lin.c @ p
+    loop = lin.b @ lin.c
+    invariant = (np.allclose(lin.a0 @ p, p @ a0, atol=1e-9 * np.abs(lin.a0).max())
+                 and np.allclose(loop @ p, p @ (b @ c), atol=1e-9 * max(np.abs(loop).max(),
+                                                                        1e-300)))
+    if not invariant and len(classes) < m:
+        return _by_symmetry(lin, [np.array([i]) for i in range(m)], keys)
+    names = [name.split("[")[0] for name in lin.variables]
+    variables = [f"{names[block * m]}[{k}]" for block in range(keys)
+                 for k in range(len(classes))] + [lin.variables[i] for i in tail]
+    reduced = Linearization(a0, b, c, average_q @ lin.delay,
+                            variables, [f"{name}[{k}]" for name in SIGNALS
+                                        for k in range(len(classes))], average_p @ lin.rest)
+    differences = {}
+    for k, cls in enumerate(classes):
+        if cls.size > 1:
+            one = np.array([block * m + cls[0] for block in range(keys)])
+            two = np.array([block * m + cls[1] for block in range(keys)])
+            differences[k] = _restrict(Linearization(
+                lin.a0[np.ix_(one, one)] - lin.a0[np.ix_(one, two)], lin.b[one],
+                lin.c[:, one] - lin.c[:, two], lin.delay, [lin.variables[i] for i in one],
+                lin.channels, lin.rest[one]), np.arange(keys))
+    return reduced, differences
+
+
+def _components(lin: Linearization) -> list[np.ndarray]:
+    """The variables of each connected part (variables acting on each other) that holds a
+    queue (a part without one is a controller whose signals are constant: no loop)."""
+    coupling = (np.abs(lin.a0) + np.abs(lin.b) @ np.abs(lin.c)) > 0
+    graph = scipy.sparse.csr_matrix(coupling | coupling.T)
+    count, label = scipy.sparse.csgraph.connected_components(graph, directed=False)
+    parts = [np.flatnonzero(label == k) for k in range(count)]
+    return [part for part in parts if any(lin.variables[i].startswith("queue[") for i in part)]
+
+
+def _classes_in(lin: Linearization, part: np.ndarray) -> set[int]:
+    """The classes whose representative's variables lie in `part`."""
+    return {int(lin.variables[i].split("[")[1][:-1]) for i in part
+            if not lin.variables[i].startswith(("queue[", "average["))}
+
+
+class _Closed:
+    """The closed-loop field F(z, u) and the signals g(z) of a rest state, in JAX."""
+
+    def __init__(self, rest: RestState) -> None:
+        compiled = rest.compiled
+        self.model, self.discipline = compiled.model, compiled.physics.discipline
+        problem = compiled.problem
+        if self.discipline.name not in ("red", "dcqcn"):
+            raise ScenarioError(f"aqm.kind: stability needs a marking ramp (red, dcqcn), not "
+                                f"{self.discipline.name!r}")
+        network = rest.network
+        self.names = [link.name for link in compiled.network.links]
+        self.routing = jnp.asarray(network.routing)
+        self.on_path = jnp.asarray(network.routing > 0, float)
+        self.capacity = jnp.asarray(network.capacity)
+        self.count = jnp.asarray(network.count)
+        self.packet = jnp.asarray(problem.packet, float)
+        self.params = jax.tree.map(jnp.asarray, problem.params)
+        self.aqm = jax.tree.map(lambda a: jnp.asarray(a)[:-1], problem.aqm)
+        self.flow = jnp.asarray(problem.subflow_flow)
+        last = np.array([np.flatnonzero(column)[-1] if column.any() else 0
+                         for column in network.routing.T.astype(bool)])
+        self.receiver = jnp.asarray(np.unique(last, return_inverse=True)[1].reshape(-1))
+        assert network.base_rtt is not None
+        self.base = jnp.asarray(network.base_rtt)
+        self.rest_queue = np.asarray(rest.queue, float)
+        self.rest_rate = jnp.asarray(rest.rate)
+        self.feedback = compiled.physics.feedback
+        self.residual = 0.0
+        self.averaged = self.discipline.name == "red"
+
+        # which links and controllers move: the queues that hold a queue at rest, and the
+        # controllers that a signal holds (the others are constant sources at their rest rate)
+        full = network.load(np.asarray(rest.rate)) >= network.capacity * (1 - 1e-9)
+        self.queued = np.flatnonzero((self.rest_queue > 0) & full)
+        path_signal = np.asarray(rest.probability) @ network.routing
+        self.moving = np.flatnonzero(path_signal > 0)
+        self.state0 = self._controller_rest(rest)
+        self.keys = self._moving_keys()
+        self.z0 = self._polish()
+
+    # -- the system --------------------------------------------------------------------------
+
+    def _state(self, z: jax.Array) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
+        state, offset = dict(self.state0), 0
+        for key in self.keys:
+            width = self.moving.size
+            state[key] = state[key].at[self.moving].set(z[offset:offset + width])
+            offset += width
+        queue = jnp.asarray(self.rest_queue).at[self.queued].set(
+            z[offset:offset + self.queued.size])
+        offset += self.queued.size
+        measure = queue
+        if self.averaged:
+            measure = queue.at[self.queued].set(z[offset:offset + self.queued.size])
+        return state, queue, measure
+
+    def _rtt(self, queue: jax.Array) -> jax.Array:
+        return self.base + self.routing.T @ (queue / self.capacity)
+
+    def _rate(self, state: dict[str, jax.Array], rtt: jax.Array) -> jax.Array:
+        """Bytes/s per controller: the model's rate where a signal holds it, else the rest
+        rate (held by its NIC)."""
+        moving = jnp.zeros(self.count.shape, bool).at[self.moving].set(True)
+        wanted = self.model.rate(state, rtt, self.params) * self.packet
+        return jnp.where(moving, wanted, self.rest_rate)
+
+    def signals(self, z: jax.Array) -> jax.Array:
+        """g(z): the path's marked and dropped fractions and the sending rate (packets/s) of
+        each moving controller, stacked (3 m,)."""
+        state, queue, measure = self._state(z)
+        mark, drop = self.discipline.congestion(measure, self.aqm)
+        keep = self.on_path.T @ jnp.log1p(-jnp.clip(jnp.stack([mark, drop], 1), 0.0,
+                                                    1 - 1e-15))
+        path = -jnp.expm1(keep)[self.moving]
+        rate = self.model.rate(state, self._rtt(queue), self.params)[self.moving]
+        return jnp.concatenate([path[:, 0], path[:, 1], rate])
+
+    def field(self, z: jax.Array, u: jax.Array) -> jax.Array:
+        """F(z, u): dz/dt with the delayed signals u."""
+        state, queue, measure = self._state(z)
+        rtt = self._rtt(queue)
+        m = self.moving.size
+        rest_u = self._rest_signals
+        mark = rest_u[0].at[self.moving].set(u[:m])
+        loss = rest_u[1].at[self.moving].set(u[m:2 * m])
+        acked = rest_u[2].at[self.moving].set(u[2 * m:])
+        signals = Signals(rtt, mark, loss, acked, jnp.ones_like(rtt), self.flow,
+                          self.receiver, self.count)
+        slope = self.model.derivative(state, signals, self.params)
+        parts = [slope[key][self.moving] for key in self.keys]
+        _, drop = self.discipline.congestion(measure, self.aqm)
+        arrival = self.routing @ (self.count * self._rate(state, rtt))
+        parts.append(((1.0 - drop) * arrival - self.capacity)[self.queued])
+        if self.averaged:
+            def averaged(dt: jax.Array) -> jax.Array:
+                return self.discipline.average(measure, queue, self.aqm, dt)
+            _, rate = jax.jvp(averaged, (jnp.zeros(()),), (jnp.ones(()),))
+            parts.append(rate[self.queued])
+        return jnp.concatenate(parts)
+
+    def linearize(self) -> Linearization:
+        z = jnp.asarray(self.z0)
+        u = self.signals(z)
+        a0, b = jax.jit(jax.jacfwd(self.field, argnums=(0, 1)))(z, u)
+        c = jax.jit(jax.jacfwd(self.signals))(z)
+        rtt = np.asarray(self._rtt(self._state(z)[1]))
+        loop = rtt if self.feedback == "round_trip" else np.asarray(self.base)
+        # relative deviations (dz / z*, du / u*): the same roots, matrices near unit scale
+        scale = np.where(np.asarray(z) != 0, np.abs(np.asarray(z)), 1.0)
+        unit = np.where(np.asarray(u) != 0, np.abs(np.asarray(u)), 1.0)
+        a0 = np.asarray(a0) * scale[None, :] / scale[:, None]
+        b = np.asarray(b) * unit[None, :] / scale[:, None]
+        c = np.asarray(c) * scale[None, :] / unit[:, None]
+        return Linearization(a0, b, c, np.tile(loop[self.moving], len(SIGNALS)),
+                             self._variables(),
+                             [f"{name}[{i}]" for name in SIGNALS for i in self.moving],
+                             np.asarray(z))
+
+    def classes(self, lin: Linearization) -> list[np.ndarray]:
+        """Moving controllers (positions in `moving`) that the linear system cannot tell apart:
+        equal parameters, rest state, flow count, loop delay and queued links."""
+        m = self.moving.size
+        columns = [np.asarray(leaf, float)[self.moving] for leaf in jax.tree.leaves(self.params)]
+        columns += [np.asarray(self.state0[key], float)[self.moving] for key in self.keys]
+        columns += [np.asarray(self.count, float)[self.moving], lin.delay[:m]]
+        columns += list(np.asarray(self.routing)[np.ix_(self.queued, self.moving)])
+        table = np.nan_to_num(np.column_stack(columns), nan=-1.0, posinf=1e300, neginf=-1e300)
+        scale = np.max(np.abs(table), axis=0)
+        table = np.round(table / np.where(scale > 0, scale, 1.0), 10)
+        _, label = np.unique(table, axis=0, return_inverse=True)
+        label = label.reshape(-1)
+        return [np.flatnonzero(label == k) for k in range(label.max() + 1)] if m else []
+
+    def _variables(self) -> list[str]:
+        names = [f"{key}[{i}]" for key in self.keys for i in self.moving]
+        names += [f"queue[{self.names[link]}]" for link in self.queued]
+        if self.averaged:
+            names += [f"average[{self.names[link]}]" for link in self.queued]
+        return names
+
+    # -- the parts of the network -------------------------------------------------------------
+
+    # -- the rest point ------------------------------------------------------------------------
+
+    def _controller_rest(self, rest: RestState) -> dict[str, jax.Array]:
+        """Each controller's full state at rest under its rest signals: the model's initial
+        state after its discrete rules (slow start over), then its moving variables
+        integrated to rest with the signals held (a controller alone under constant signals
+        settles; the network's loop is what may not)."""
+        mark, drop = self.discipline.congestion(jnp.asarray(self.rest_queue), self.aqm)
+        keep = self.on_path.T @ jnp.log1p(-jnp.clip(jnp.stack([mark, drop], 1), 0.0,
+                                                    1 - 1e-15))
+        path = -jnp.expm1(keep)
+        rtt = jnp.asarray(rest.rtt)
+        rate = self.rest_rate / self.packet
+        self._rest_signals = (path[:, 0], path[:, 1], rate)
+        signals = Signals(rtt, path[:, 0], path[:, 1], rate, jnp.ones_like(rtt), self.flow,
+                          self.receiver, self.count)
+        state = self.model.project(self.model.initial_state(self.params), signals, self.params)
+        state = {key: jnp.asarray(value, float) for key, value in state.items()}
+        keys = [key for key in state if np.any(np.asarray(
+            self.model.derivative(state, signals, self.params)[key]) != 0)]
+        if not keys or not self.moving.size:
+            return state
+
+        moving, width = self.moving, self.moving.size
+
+        def unpack(y: np.ndarray) -> dict[str, jax.Array]:
+            out = dict(state)
+            for k, key in enumerate(keys):
+                out[key] = out[key].at[moving].set(y[k * width:(k + 1) * width])
+            return out
+
+        @jax.jit
+        def slope(y: jax.Array) -> jax.Array:
+            current = unpack(y)
+            own = signals._replace(acked_rate=self.model.rate(current, rtt, self.params))
+            d = self.model.derivative(current, own, self.params)
+            return jnp.concatenate([d[key][moving] for key in keys])
+
+        jacobian = jax.jit(jax.jacfwd(slope))
+        start = np.concatenate([np.asarray(state[key])[moving] for key in keys])
+        horizon = 1e4 * float(np.max(np.asarray(rtt)[moving]))
+        solved = scipy.integrate.solve_ivp(
+            lambda _, y: np.asarray(slope(y)), (0.0, horizon), start, method="LSODA",
+            jac=lambda _, y: np.asarray(jacobian(y)), rtol=1e-10, atol=1e-12)
+        return unpack(solved.y[:, -1])
+
+    def _moving_keys(self) -> list[str]:
+        """The state variables whose derivative depends on anything (the others are
+        bookkeeping that the mean-field form leaves constant)."""
+        rtt = jnp.asarray(self._rtt(jnp.asarray(self.rest_queue)))
+        signals = Signals(rtt, *self._rest_signals, jnp.ones_like(rtt), self.flow,
+                          self.receiver, self.count)
+
+        def slope(state: dict[str, jax.Array]) -> dict[str, jax.Array]:
+            return self.model.derivative(state, signals, self.params)
+
+        jac = jax.jit(jax.jacfwd(slope))(self.state0)
+        keys = [key for key in self.state0
+                if any(np.any(np.asarray(block)[self.moving] != 0)
+                       for block in jax.tree.leaves(jac[key]))]
+        return keys
+
+    def _polish(self) -> np.ndarray:
+        """Newton on F(z, g(z)) = 0 from the equilibrium's rest state."""
+        parts = [np.asarray(self.state0[key])[self.moving] for key in self.keys]
+        parts.append(self.rest_queue[self.queued])
+        if self.averaged:
+            parts.append(self.rest_queue[self.queued])
+        z = np.concatenate(parts) if parts else np.zeros(0)
+        if z.size == 0:
+            return z
+
+        def closed(y: jax.Array) -> jax.Array:
+            return self.field(y, self.signals(y))
+
+        scale = np.maximum(np.abs(z), 1e-300)
+        jacobian = jax.jit(jax.jacfwd(closed))
+        closed = jax.jit(closed)
+        value = np.asarray(closed(jnp.asarray(z)))
+        for _ in range(30):
+            step = np.linalg.solve(np.asarray(jacobian(jnp.asarray(z))), -value)
+            z = z + step
+            value = np.asarray(closed(jnp.asarray(z)))
+            if np.max(np.abs(step) / scale) < 1e-13:
+                break
+        flux = np.abs(np.asarray(jacobian(jnp.asarray(z)))) @ scale
+        self.residual = float(np.max(np.abs(value) / np.maximum(flux, 1e-300)))
+        if self.residual > 1e-6:
+            raise ScenarioError("the rest state could not be made exact for the linearisation "
+                                f"(relative residual {self.residual:.1e})")
+        return z
+
+
+def _restrict(lin: Linearization, part: np.ndarray) -> Linearization:
+    """The linear system of one part (its variables and the signals that act within it)."""
+    b, c = lin.b[part], lin.c[:, part]
+    used = (np.abs(b).sum(axis=0) > 0) & (np.abs(c).sum(axis=1) > 0)
+    return Linearization(lin.a0[np.ix_(part, part)], b[:, used], c[used], lin.delay[used],
+                         [lin.variables[i] for i in part],
+                         [ch for ch, k in zip(lin.channels, used, strict=True) if k],
+                         lin.rest[part])
+
+
+def _generator(lin: Linearization, nodes: int, span: float) -> np.ndarray:
+    """The infinitesimal generator discretised on the Chebyshev points theta_j = span
+    (cos(j pi / nodes) - 1) / 2, j = 0..nodes (theta_0 = 0): rows j >= 1 differentiate the
+    interpolant, row 0 is the right-hand side with each delay read from the interpolant."""
+    n, k = lin.a0.shape[0], nodes
+    x = np.cos(np.pi * np.arange(k + 1) / k)
+    weights = np.ones(k + 1)
+    weights[0] = weights[-1] = 0.5
+    weights *= (-1.0) ** np.arange(k + 1)
+    difference = x[:, None] - x[None, :] + np.eye(k + 1)
+    d = (weights[None, :] / weights[:, None]) / difference
+    d -= np.diag(d.sum(axis=1))
+    d *= 2.0 / span  # theta = span (x - 1) / 2, so d/dtheta = (2 / span) d/dx
+    big = np.kron(d, np.eye(n))
+    big[:n] = 0.0
+    big[:n, :n] = lin.a0
+    for delay in np.unique(lin.delay):
+        channels = lin.delay == delay
+        coupling = lin.b[:, channels] @ lin.c[channels]
+        big[:n] += np.kron(_interpolation_row(x, weights, 2 * (-delay) / span + 1), coupling)
+    return big
+
+
+def _interpolation_row(x: np.ndarray, weights: np.ndarray, point: float) -> np.ndarray:
+    """The Lagrange basis on the nodes x at `point` (barycentric, second form)."""
+    gap = point - x
+    exact = np.flatnonzero(np.abs(gap) < 1e-14)
+    if exact.size:
+        row = np.zeros_like(x)
+        row[exact[0]] = 1.0
+        return row
+    terms = weights / gap
+    return terms / terms.sum()
+
+
+def _characteristic(lin: Linearization, s: complex) -> tuple[np.ndarray, np.ndarray]:
+    exp = np.exp(-s * lin.delay)
+    n = lin.a0.shape[0]
+    t = s * np.eye(n) - lin.a0 - (lin.b * exp) @ lin.c
+    derivative = np.eye(n) + (lin.b * (lin.delay * exp)) @ lin.c
+    return t, derivative
+
+
+def _newton(lin: Linearization, s: complex) -> complex:
+    """A root of det T(s) = 0 near s (NaN where Newton does not settle)."""
+    for _ in range(50):
+        t, derivative = _characteristic(lin, s)
+        try:
+            trace = np.trace(np.linalg.solve(t, derivative))
+        except np.linalg.LinAlgError:
+            return s  # T(s) singular: s is a root
+        if trace == 0:
+            return complex(math.nan, math.nan)
+        step = 1.0 / trace
+        s = s - step
+        if abs(step) <= 1e-12 * max(abs(s), 1e-300):
+            return s
+    return complex(math.nan, math.nan)
+
+
+def _loop(lin: Linearization, omega: float) -> np.ndarray:
+    n = lin.a0.shape[0]
+    s = 1j * omega
+    return (lin.c @ np.linalg.solve(s * np.eye(n) - lin.a0, lin.b)) * np.exp(-s * lin.delay)
+
+
+def _loci(lin: Linearization, omegas: np.ndarray) -> np.ndarray:
+    """The eigenvalues of G(j omega) along `omegas`, matched point to point into branches."""
+    loci = np.empty((omegas.size, lin.c.shape[0]), complex)
+    for i, omega in enumerate(omegas):
+        values = np.linalg.eigvals(_loop(lin, omega))
+        if i:
+            cost = np.abs(loci[i - 1][:, None] - values[None, :])
+            _, order = scipy.optimize.linear_sum_assignment(cost)
+            values = values[order]
+        loci[i] = values
+    return loci
+
+
+def _refine(lin: Linearization, low: float, high: float, at_low: complex, at_high: complex,
+            measure: Callable[[complex], float]) -> tuple[float, complex]:
+    """Bisection in log omega on a branch between two grid points where `measure` changes sign;
+    the branch is followed as the eigenvalue nearest its previous value."""
+    sign_low = math.copysign(1.0, measure(at_low))
+    for _ in range(60):
+        middle = math.sqrt(low * high)
+        values = np.linalg.eigvals(_loop(lin, middle))
+        guess = at_low + (at_high - at_low) * 0.5
+        value = complex(values[np.argmin(np.abs(values - guess))])
+        if math.copysign(1.0, measure(value)) == sign_low:
+            low, at_low = middle, value
+        else:
+            high, at_high = middle, value
+        if high / low - 1 < 1e-12:
+            break
+    return math.sqrt(low * high), (at_low + at_high) / 2

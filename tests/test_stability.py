@@ -1,0 +1,210 @@
+"""Linear stability of rest states (pathflow.analysis.stability) against the closed form of a
+delayed scalar loop, the linearisation of Hollot, Misra, Towsley and Gong (2001) written out by
+hand, the published DCQCN results (Zhu et al. 2016) and the fluid simulation."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.special
+from typer.testing import CliRunner
+
+import pathflow
+from pathflow import Scenario
+from pathflow.analysis.equilibrium import rest_state
+from pathflow.analysis.stability import (
+    Linearization,
+    characteristic_roots,
+    linearize,
+    loop_margins,
+    stability,
+)
+from pathflow.cli import app
+from pathflow.cli.console import console
+from pathflow.compile import compile_scenario
+from pathflow.units import format_time
+from pathflow.validation.cases.dcqcn import CAPACITY, LOOP, PACKET, incast
+
+RED_PACKET = 1500.0
+
+
+def _scalar(gain: float, delay: float) -> Linearization:
+    """x'(t) = -gain x(t - delay)."""
+    return Linearization(np.zeros((1, 1)), np.array([[-gain]]), np.ones((1, 1)),
+                         np.array([delay]), ["x"], ["x"], np.ones(1))
+
+
+@pytest.mark.parametrize(("gain", "delay"), [(1.0, 1.0), (3.0, 0.5), (0.2, 2.0)])
+def test_roots_of_a_delayed_scalar_loop_are_lambert_w(gain: float, delay: float) -> None:
+    """x' = -a x(t - tau) has the roots s = W_k(-a tau) / tau (Lambert W); the rightmost
+    pair is the principal branch's. Stable exactly when a tau < pi / 2, and then the critical
+    delay is pi / (2 a) at the crossover a (|G(j w)| = a / w = 1)."""
+    lin = _scalar(gain, delay)
+    exact = sorted((complex(scipy.special.lambertw(-gain * delay, k)) / delay
+                    for k in range(-3, 4)), key=lambda s: -s.real)
+    exact = [s for s in exact if s.imag >= 0]
+    found = characteristic_roots(lin, count=3)
+    np.testing.assert_allclose(found[:3], exact[:3], rtol=1e-9)
+    margins = loop_margins(lin)
+    assert margins.crossover == pytest.approx(gain, rel=1e-9)
+    assert delay + margins.delay == pytest.approx(math.pi / (2 * gain), rel=1e-9)
+    assert (found[0].real < 0) == (gain * delay < math.pi / 2)
+
+
+def _red_star(flows: int, ack_ratio: int, delay: str, pmax: float, weight: float) -> Scenario:
+    return Scenario.from_dict({
+        "topology": {"kind": "star", "senders": flows, "link_rate": "100Mbps",
+                     "delay": delay, "buffer": "2000pkt"},
+        "aqm": {"kind": "red", "min": "20pkt", "max": "600pkt", "pmax": pmax,
+                "weight": weight, "ecn": True},
+        "traffic": {"flows": flows},
+        "transport": {"cc": "reno", "reaction": "mean", "ack_ratio": ack_ratio,
+                      "ack_size": "0B"},
+        "run": {"duration": "20s"}})
+
+
+def _hollot(scenario: Scenario, flows: int, ack_ratio: int) -> tuple[np.ndarray, ...]:
+    """MGT's model of N Reno flows on one RED link, linearised by hand (Hollot et al. 2001,
+    eq. 5, with the ACK ratio b and RED's filter kept): variables (W, q, v), delay R0.
+
+        W' = 1/(b R) - W W(t-R) p(t-R) / (2 R(t-R)),  q' = N W P / R - C,  v' = K (q - v)
+
+    The rest point from its own scalar equation: N W0 P / R0 = C, W0^2 p0 = 2 / b."""
+    compiled = compile_scenario(scenario)
+    base = float(compiled.problem.path_base_rtt[0])
+    capacity = 100e6 / 8  # bytes/s
+    low, high = 20 * RED_PACKET, 600 * RED_PACKET
+    aqm = scenario.si.aqm
+    pmax, weight = aqm.parameters["pmax"], aqm.parameters["weight"]
+    slope = pmax / (high - low)  # per byte
+    filter_rate = -math.log1p(-weight) * capacity / RED_PACKET  # 1/s
+
+    def excess(queue: float) -> float:
+        p = slope * (queue - low)
+        return flows * math.sqrt(2 / (ack_ratio * p)) / (base + queue / capacity) \
+            * RED_PACKET - capacity
+
+    q0 = scipy.optimize.brentq(excess, low * (1 + 1e-12), high, xtol=1e-12)
+    r0 = base + q0 / capacity
+    p0 = slope * (q0 - low)
+    w0 = math.sqrt(2 / (ack_ratio * p0))
+    now = np.array([[-w0 * p0 / (2 * r0), -1 / (ack_ratio * r0**2 * capacity), 0.0],
+                    [flows * RED_PACKET / r0, -1 / r0, 0.0],
+                    [0.0, filter_rate, -filter_rate]])
+    late = np.array([[-w0 * p0 / (2 * r0), 1 / (ack_ratio * r0**2 * capacity),
+                      -w0**2 / (2 * r0) * slope],
+                     [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    return now, late, r0, np.array([w0, q0, q0])
+
+
+@pytest.mark.parametrize(("flows", "ack_ratio", "delay", "pmax", "weight"),
+                         [(4, 1, "250us", 0.1, 0.002), (10, 2, "2.5ms", 0.1, 0.01),
+                          (2, 1, "5ms", 0.5, 0.05)])
+def test_reno_red_roots_match_the_linearisation_by_hand(
+        flows: int, ack_ratio: int, delay: str, pmax: float, weight: float) -> None:
+    """The JAX linearisation of the solver's own model and rest point against Hollot's by
+    hand: the same rest point (1e-9) and the same rightmost roots (1e-6)."""
+    scenario = _red_star(flows, ack_ratio, delay, pmax, weight)
+    now, late, r0, rest = _hollot(scenario, flows, ack_ratio)
+    lin = linearize(scenario)
+    queue = lin.variables.index("queue[s0->r0]")
+    assert lin.rest[queue] == pytest.approx(rest[1], rel=1e-9)
+    scale = np.array([rest[0], rest[1], rest[2]])
+    by_hand = Linearization(now * scale[None, :] / scale[:, None], np.eye(3),
+                            late * scale[None, :] / scale[:, None], np.full(3, r0),
+                            ["W", "q", "v"], ["W", "q", "v"], rest)
+    expected = characteristic_roots(by_hand, count=3)
+    found = characteristic_roots(lin, count=12)
+    # the N flows' window differences have roots of their own; the symmetric ones match
+    for root in expected:
+        assert np.min(np.abs(found - root)) <= 1e-6 * abs(root)
+
+
+def test_reno_red_hollot_sufficient_condition() -> None:
+    """Hollot et al. (2001): the loop is stable if L (C R)^3 / (2N)^2 <= sqrt(w_g^2 / K^2 + 1),
+    w_g = 0.1 min(2N / (R^2 C), 1 / R) (C in packets/s, L = pmax / (max - min) per packet, K
+    RED's filter rate). A configuration that meets it is predicted stable."""
+    flows, scenario = 10, _red_star(10, 1, "2.5ms", 0.02, 0.0005)
+    rest = rest_state(scenario)
+    r0, c = float(rest.rtt[0]), 100e6 / 8 / RED_PACKET
+    slope, filter_rate = 0.02 / 580, -math.log1p(-0.0005) * c
+    w_g = 0.1 * min(2 * flows / (r0**2 * c), 1 / r0)
+    assert slope * (c * r0) ** 3 / (2 * flows) ** 2 <= math.sqrt(w_g**2 / filter_rate**2 + 1)
+    result = stability(scenario)
+    assert bool(result.stable.item())
+    assert float(result.phase_margin.item()) > 0
+
+
+def _dcqcn(flows: int, loop: float, ramp: str = "standard") -> Scenario:
+    """The CoNEXT 2016 setting: `flows` DCQCN senders at 40 Gb/s, conext2016 parameters, a
+    feedback delay of `loop` seconds (propagation: the analysis's fixed loop delay)."""
+    hop = (loop - 2 * (PACKET + 64) / (CAPACITY * PACKET)) / 4
+    return incast(flows, delay=f"{hop * 1e6!r}us", duration="120ms", aqm={"ramp": ramp},
+                  run={"dt": "0.5us", "feedback_delay": "propagation"})
+
+
+@pytest.mark.filterwarnings("ignore:aqm.pfc")
+def test_dcqcn_published_verdicts_at_85us() -> None:
+    """Zhu et al. (2016): with 85 us of feedback delay DCQCN is unstable for N = 10 and
+    stable for N = 2 and N = 64 (its non-monotonic stability; N = 64 on the extended line,
+    the paper's marking). The margins agree with the roots: at the critical delay a root sits
+    on the imaginary axis at the crossover frequency."""
+    verdicts = {flows: stability(_dcqcn(flows, LOOP, "extended")) for flows in (2, 10, 64)}
+    assert bool(verdicts[2].stable.item()) and bool(verdicts[64].stable.item())
+    assert not bool(verdicts[10].stable.item())
+    assert float(verdicts[10].critical_delay.item()) < LOOP
+    for flows in (2, 64):
+        assert float(verdicts[flows].critical_delay.item()) > LOOP
+    lin = linearize(_dcqcn(10, LOOP))
+    critical = float(verdicts[10].critical_delay.item())
+    at_critical = lin._replace(delay=np.full_like(lin.delay, critical))
+    root = characteristic_roots(at_critical)[0]
+    assert abs(root.real) <= 1e-6 * abs(root)
+    assert root.imag == pytest.approx(float(verdicts[10].crossover.item()), rel=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:aqm.pfc")
+def test_dcqcn_critical_delay_against_the_simulation() -> None:
+    """N = 10: below the predicted critical delay (85 % of it) the simulated queue settles;
+    above it (115 %) it oscillates with the predicted period near onset (within 15 %)."""
+    critical = float(stability(_dcqcn(10, LOOP)).critical_delay.item())
+    swings, periods = {}, {}
+    for factor in (0.85, 1.15):
+        ds = pathflow.simulate(_dcqcn(10, factor * critical)).sel(link="s0->r0")
+        late = ds.queue.sel(time=ds.time > 0.08).values
+        swings[factor] = float(np.ptp(late) / np.mean(late))
+        centred = late - late.mean()
+        crossings = np.flatnonzero((centred[:-1] < 0) & (centred[1:] >= 0))
+        step = float(ds.time[1] - ds.time[0])
+        periods[factor] = float(np.mean(np.diff(crossings))) * step if crossings.size > 2 \
+            else math.nan
+    assert swings[0.85] < 0.01
+    assert swings[1.15] > 0.1
+    predicted = float(stability(_dcqcn(10, 1.15 * critical)).period.item())
+    assert periods[1.15] == pytest.approx(predicted, rel=0.15)
+
+
+@pytest.mark.filterwarnings("ignore:aqm.pfc")
+def test_analyze_prints_the_stability_and_refuses_step_marking(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pathflow analyze` prints the verdict and the critical delay of the DCQCN incast (the
+    analysis's own numbers, formatted); DCTCP's step marking has no rest point, said in the
+    rest-state line (exit 0: the fairness table stands)."""
+    scenario = _dcqcn(10, LOOP)
+    (tmp_path / "d.toml").write_text(scenario.to_toml())
+    monkeypatch.setattr(console, "width", 160)  # one line per row, whatever the terminal
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "d.toml")])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "s0->r0" in line and "│" in line)
+    expected = stability(scenario)
+    assert "unstable" in row
+    assert format_time(float(expected.critical_delay.item())) in row
+    (tmp_path / "step.toml").write_text(
+        '[topology]\nkind = "star"\nsenders = 2\n[transport]\ncc = "dctcp"\n')
+    step = CliRunner().invoke(app, ["analyze", str(tmp_path / "step.toml")])
+    assert step.exit_code == 0 and "Linear stability" not in step.output
+    assert "none derived" in step.output
