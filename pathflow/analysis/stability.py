@@ -318,8 +318,10 @@ class _Closed:
         self.params = jax.tree.map(jnp.asarray, problem.params)
         self.aqm = jax.tree.map(lambda a: jnp.asarray(a)[:-1], problem.aqm)
         self.flow = jnp.asarray(problem.subflow_flow)
-        last = np.array([np.flatnonzero(column)[-1] if column.any() else 0
-                         for column in network.routing.T.astype(bool)])
+        last = np.zeros(self.count.size, int)  # each controller's last link: its receiver
+        for path, hops in enumerate(np.asarray(problem.path_hops)):
+            real = hops[hops < self.capacity.size]
+            last[np.asarray(problem.path_subflow)[path]] = real[-1] if real.size else 0
         self.receiver = jnp.asarray(np.unique(last, return_inverse=True)[1].reshape(-1))
         assert network.base_rtt is not None
         self.base = jnp.asarray(network.base_rtt)
