@@ -146,8 +146,8 @@ def assert_fair(ds: xr.Dataset, within: float, *, criterion: Criterion = "jain",
     - "max_min", "proportional", "reno": every flow's throughput is within `within` (relative)
       of its share in that allocation (`analysis.fairness.fairness_of`: max-min, proportional
       fairness, or for Reno its own utility optimum at the run's round trips), computed on the
-      routing of `scenario` (default: the scenario in the result's attrs). Single-path flows
-      only, as `fairness_of` is.
+      routing of `scenario` (default: the scenario in the result's attrs), on the whole result.
+      Single-path flows only, as `fairness_of` is.
     """
     if not within >= 0:
         raise ValueError(f"within: must be >= 0, got {within}")
