@@ -34,7 +34,7 @@ from typer.testing import CliRunner
 
 import pathflow  # noqa: F401  (float64 before any array)
 from pathflow.cli import app
-from pathflow.invariants import report_of
+from pathflow.testing import assert_invariants
 
 runner = CliRunner()
 
@@ -200,9 +200,10 @@ def check_outcome(data: dict[str, Any], engine: str, folder: Path) -> str:
         f"{type(result.exception).__name__}: {result.exception} ({where})")
     assert result.exit_code == 0, f"exit code {result.exit_code}: {result.output} ({where})"
     with xr.open_dataset(out) as ds:
-        report = report_of(ds)
-    broken = {name: verdict.detail for name, verdict in report.violations.items()}
-    assert not broken, f"invariants violated: {broken} ({where})"
+        try:
+            assert_invariants(ds)
+        except AssertionError as error:
+            raise AssertionError(f"{error} ({where})") from None
     return "result"
 
 

@@ -71,3 +71,19 @@ def test_a_written_report_reads_back_as_it_was(tmp_path: Path) -> None:
     assert text == json.dumps({name: {"ok": verdict.ok, "detail": verdict.detail}
                                for name, verdict in report.items()})
     assert report_of(xr.Dataset()) == Report({}) and Report({}).ok
+
+
+def test_a_verdict_gives_the_numbers_compared_and_only_the_invariants_asked_for() -> None:
+    """The detail names the quantities compared at the worst point, with units; `only` checks
+    the invariants named (a result needs just their variables) and refuses unknown names."""
+    report = check_invariants(one_link(1.01 * CAPACITY, queue=BUFFER + PACKET))
+    assert report["capacity"].detail == (
+        "departures above capacity: link a->b at t = 0.001 s by 1.25e+04 bytes/s (departures "
+        "1.2625e+06 bytes/s, capacity 1.25e+06 bytes/s)")
+    assert report["queue_bounds"].detail.endswith(
+        "(lowest 151500 bytes, highest 151500 bytes, buffer 150000 bytes)")
+    bare = one_link(1.01 * CAPACITY, queue=0.0)[["link_departure", "capacity"]]
+    assert list(check_invariants(bare, only=["capacity"])) == ["capacity"]
+    assert not check_invariants(bare, only=["capacity"]).ok
+    with pytest.raises(ValueError, match="unknown invariant 'fairness'"):
+        check_invariants(bare, only=["fairness"])

@@ -16,21 +16,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import star
-from pathflow.invariants import report_of
 from pathflow.metrics import summarize
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.simulate import simulate
+from pathflow.testing import assert_invariants, simulation_settings
 
 COUPLED = ("lia", "olia", "balia")
 HOSTS = ["A", "B", "C1", "D1", "C2", "D2"]
 VIA_P1 = ["A", "a", "p1", "b", "B"]
 VIA_P2 = ["A", "a", "p2", "b", "B"]
-PROPERTY = settings(max_examples=4, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = simulation_settings(max_examples=4)
 
 
 @pytest.mark.parametrize("cc", [*COUPLED, "uncoupled"])
@@ -71,8 +70,7 @@ def _simulate(folder: Path, cc: str, pairs: list[list[int]],
         "run": {"duration": "3s"},
     }, base_dir=folder)
     ds = simulate(scenario)
-    report = report_of(ds)
-    assert report.ok, report.violations
+    assert_invariants(ds)
     return ds
 
 

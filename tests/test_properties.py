@@ -1,77 +1,67 @@
-"""Property tests (hypothesis) over random stars: fairness, bounds, utilisation, relabelling,
-and stability of the numerics when dt halves.
+"""Property tests (hypothesis, through `pathflow.testing`) over drawn networks: fairness and a
+full bottleneck, the invariants under any control, relabelling, and stability of the numerics
+when dt halves.
 
 Each example is a full simulation (a compile and a run), so the example counts are small and the
-search is derandomised: CI explores the same cases every time.
+search is derandomised (`simulation_settings`): CI explores the same cases every time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import pathflow
-from helpers import PACKET, star
+from helpers import PACKET
 from pathflow import Scenario
 from pathflow.compile import compile_scenario
-from pathflow.metrics import jain_index, throughput
+from pathflow.metrics import throughput
+from pathflow.models.registry import CONTROLS
+from pathflow.testing import (
+    assert_capacity,
+    assert_conservation,
+    assert_fair,
+    assert_queue_bounds,
+    assert_utilization,
+    assert_work_conservation,
+    scenarios,
+    simulation_settings,
+)
 
-SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
-
-rates = st.sampled_from(["10Mbps", "100Mbps", "1Gbps", "10Gbps"])
-delays = st.sampled_from(["2us", "10us", "50us", "200us"])
+SETTINGS = simulation_settings(max_examples=6)
 ccs = st.sampled_from(["reno", "dctcp"])
 
 
-def bdp_packets(scenario: Scenario) -> float:
-    compiled = compile_scenario(scenario)
-    link = compiled.network.links[compiled.network.link_between("s0", "r0")]
-    return link.capacity * float(compiled.problem.path_base_rtt[0]) / PACKET
-
-
-def random_star(flows: int, rate: str, delay: str, cc: str, buffer_bdps: float) -> Scenario:
-    probe = star(flows, rate=rate, delay=delay, buffer="1000pkt", cc=cc)
-    bdp = bdp_packets(probe)
-    # each flow's share of the buffer holds its initial window (10 segments) and at least one
-    # BDP: with a few segments per flow, losses need the retransmission timer (models.timeouts)
-    # and identical flows part ways
-    buffer = flows * max(12.0, buffer_bdps * bdp)
-    aqm = ({"kind": "ecn_step", "threshold": f"{max(2.0, bdp / 2):.3f}pkt"} if cc == "dctcp"
-           else {"kind": "droptail"})
-    run_time = max(0.05, 400 * float(compile_scenario(probe).problem.path_base_rtt[0]))
-    return star(flows, rate=rate, delay=delay, buffer=f"{buffer:.3f}pkt", cc=cc, aqm=aqm,
-                duration=f"{run_time:.6f}s")
-
-
 @SETTINGS
-@given(flows=st.integers(2, 12), rate=rates, delay=delays, cc=ccs,
-       buffer_bdps=st.floats(1.0, 4.0))
-def test_identical_flows_share_fairly_and_fill_the_link(flows: int, rate: str, delay: str,
-                                                        cc: str, buffer_bdps: float) -> None:
-    scenario = random_star(flows, rate, delay, cc, buffer_bdps)
+@given(scenario=scenarios(topologies=("star", "dumbbell"), min_flows=2, max_flows=12))
+def test_identical_flows_share_fairly_and_fill_the_link(scenario: Scenario) -> None:
+    """A buffer of at least one BDP (and the initial window) per flow: Jain's index 0.99 or
+    more, the bottleneck 95 % used or more, and no retransmission timeouts."""
     ds = pathflow.simulate(scenario)
-    rates_ = throughput(ds)
-    capacity = float(ds.capacity.sel(link="s0->r0"))
-    assert jain_index(rates_.values) >= 0.99
-    assert float(rates_.sum()) >= 0.95 * capacity  # buffer >= one BDP
+    assert_fair(ds, within=0.01)
+    assert_utilization(ds, at_least=0.95)
     assert float(ds.timeouts.isel(time=-1).sum()) == 0  # a BDP per flow: no timeouts
 
 
 @SETTINGS
-@given(flows=st.integers(1, 10), rate=rates, delay=delays, cc=ccs,
-       buffer_bdps=st.floats(0.2, 3.0))
-def test_queues_stay_in_bounds_and_links_under_capacity(flows: int, rate: str, delay: str,
-                                                        cc: str, buffer_bdps: float) -> None:
-    ds = pathflow.simulate(random_star(flows, rate, delay, cc, buffer_bdps))
-    slack = 1e-9 * ds.buffer
-    assert bool((ds.queue_min >= -slack).all())
-    assert bool((ds.queue_max <= ds.buffer + slack).all())
-    assert bool((ds.link_departure <= ds.capacity * (1 + 1e-9)).all())
-    delivered = float(ds.flow_rate.sum("flow").mean())
-    assert delivered <= float(ds.capacity.sel(link="s0->r0")) * (1 + 1e-9)
+@given(scenario=scenarios(ccs=tuple(CONTROLS), max_flows=10, buffer_bdps=(0.2, 3.0)))
+def test_queues_stay_in_bounds_and_links_under_capacity(scenario: Scenario) -> None:
+    """Any control, buffers down to a fifth of a BDP: queues within their buffers, links
+    under capacity and work-conserving, bytes conserved, and no host receiving more than the
+    links into it carry."""
+    ds = pathflow.simulate(scenario)
+    assert_queue_bounds(ds)
+    assert_capacity(ds)
+    assert_work_conservation(ds)
+    assert_conservation(ds)
+    delivered = ds.flow_rate.mean("time")
+    for host in np.unique(ds.dst.values):
+        rate = float(delivered.where(ds.dst == host).sum())
+        into = float(ds.capacity.where(ds.link_dst == host).sum())
+        assert rate <= into * (1 + 1e-9), (f"{host} receives {rate:.6g} bytes/s, its links carry "
+                                           f"{into:.6g} bytes/s")
 
 
 def leafspine(pairs: list[list[int]], cc: str) -> Scenario:
@@ -101,11 +91,9 @@ def test_relabelling_flows_permutes_results(pairs: list[tuple[int, int]], cc: st
 
 
 @SETTINGS
-@given(flows=st.integers(2, 8), rate=rates, delay=delays, cc=ccs,
-       buffer_bdps=st.floats(1.0, 3.0))
-def test_results_stable_when_dt_halves(flows: int, rate: str, delay: str, cc: str,
-                                       buffer_bdps: float) -> None:
-    scenario = random_star(flows, rate, delay, cc, buffer_bdps)
+@given(scenario=scenarios(topologies=("star",), min_flows=2, max_flows=8,
+                          buffer_bdps=(1.0, 3.0)))
+def test_results_stable_when_dt_halves(scenario: Scenario) -> None:
     coarse = compile_scenario(scenario)
     fine = scenario.with_updates({"run.dt": coarse.dt / 2, "run.sample": coarse.sample_interval})
     a, b = pathflow.simulate(scenario), pathflow.simulate(fine)
