@@ -36,7 +36,8 @@ Strategies (`pathflow.testing.strategies`; they need hypothesis, the `testing` e
   discipline it reacts to, rates, delays, buffers in BDPs and durations in round trips;
   parameters at their defaults or drawn within their declared ranges (`parameter_spread`);
 - `networks(...)`, `transport_parameters(cc, ...)`: the parts, as scenario sections;
-- `simulation_settings(max_examples)`: few examples, no deadline, the same every run.
+- `simulation_settings(max_examples)`: few examples, no deadline, the same every run, no
+  shrinking unless asked (`shrink=True`: a simulation per step).
 
 Assertions (`pathflow.testing.assertions`; each raises `AssertionError` with one line naming the
 link or flow, the time and the numbers with their units):

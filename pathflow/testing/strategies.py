@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 try:
-    from hypothesis import HealthCheck, assume, note, settings
+    from hypothesis import HealthCheck, Phase, assume, note, settings
     from hypothesis import strategies as st
 except ImportError as error:  # hypothesis is a test dependency, not a runtime one
     raise ImportError("pathflow.testing's strategies need hypothesis: pip install "
@@ -68,13 +68,17 @@ DEFAULT_TOPOLOGIES = ("star", "dumbbell", "parking_lot")
 _QUANTITY = re.compile(r"^\s*([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z/]*)\s*$")
 
 
-def simulation_settings(max_examples: int = 6, *, derandomize: bool = True) -> settings:
+def simulation_settings(max_examples: int = 6, *, derandomize: bool = True,
+                        shrink: bool = False) -> settings:
     """Hypothesis settings for a test whose examples are simulations: few examples, no deadline
     (a first example compiles), no health check about slow generation, the same examples every
-    run by default (CI explores the same cases; `derandomize=False` to search afresh), and no
-    example database (a derandomized search does not need one)."""
+    run by default (CI explores the same cases; `derandomize=False` to search afresh), no
+    example database (a derandomized search does not need one), and no shrinking unless asked
+    (`shrink=True`): shrinking runs a simulation per step, minutes for one failure, while the
+    failing example's scenario file is printed either way."""
+    phases = [phase for phase in Phase if shrink or phase not in (Phase.shrink, Phase.explain)]
     return settings(max_examples=max_examples, deadline=None, derandomize=derandomize,
-                    database=None,
+                    database=None, phases=phases,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                            HealthCheck.function_scoped_fixture])
 
