@@ -107,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     right.plot(flows, [c * 1e6 for c in critical], marker="o")
     right.set(xscale="log", xlabel="flows N", ylabel="critical feedback delay (us)",
               title="delay at which the rest state turns unstable")
+    for axis in (left, right):
+        axis.set_xticks(flows, [str(n) for n in flows])
+        axis.minorticks_off()
     figure.tight_layout()
     figure.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")
