@@ -91,6 +91,7 @@ import scipy.integrate
 import scipy.optimize
 import scipy.sparse
 import scipy.sparse.csgraph
+import scipy.sparse.linalg
 import xarray as xr
 
 from pathflow.analysis.equilibrium import RestState, rest_state
@@ -100,6 +101,8 @@ from pathflow.scenario import Scenario, ScenarioError
 __all__ = ["Linearization", "characteristic_roots", "linearize", "loop_margins", "stability"]
 
 SIGNALS = ("mark", "loss", "acked")  # the delayed signals of each controller
+DENSE = 2000  # the largest discretised generator whose eigenvalues are all computed
+GAIN_RANGE = 1e3  # gain margins above it are reported as inf
 
 
 class Linearization(NamedTuple):
@@ -138,14 +141,17 @@ def characteristic_roots(lin: Linearization, nodes: int = 32, count: int = 8) ->
     span = float(lin.delay.max()) if lin.delay.size else 0.0
     if span <= 0:
         guesses = np.linalg.eigvals(lin.a0 + lin.b @ lin.c)
+    elif n * (nodes + 1) <= DENSE:
+        guesses = np.linalg.eigvals(_generator(lin, nodes, span).toarray())
     else:
-        guesses = np.linalg.eigvals(_generator(lin, nodes, span))
+        guesses = _near_the_axis(_generator(lin, nodes, span), nodes / span, span)
     guesses = guesses[(guesses.imag >= 0) & np.isfinite(guesses)]
     # the discretisation resolves roots with |Im s| span below about the node count
     guesses = guesses[np.abs(guesses.imag) * span <= nodes]
     guesses = guesses[np.argsort(-guesses.real)][:3 * count]
     roots = [_newton(lin, s) for s in guesses]
-    roots = np.array([s if s.imag >= 0 else s.conjugate() for s in roots if np.isfinite(s)])
+    roots = np.array([complex(s.real, abs(s.imag)) if abs(s.imag) > 1e-9 * abs(s)
+                      else complex(s.real, 0.0) for s in roots if np.isfinite(s)])
     unique: list[complex] = []
     for s in roots[np.argsort(-roots.real)]:
         if all(abs(s - u) > 1e-7 * max(abs(u), 1.0) for u in unique):
@@ -153,36 +159,67 @@ def characteristic_roots(lin: Linearization, nodes: int = 32, count: int = 8) ->
     return np.array(unique[:count])
 
 
-def loop_margins(lin: Linearization, points: int = 4000) -> Margins:
+def loop_margins(lin: Linearization, points: int | None = None) -> Margins:
     """Phase, delay and gain margins of the loop broken at the delayed signals (module
     docstring), from the characteristic loci of G(j omega) on a logarithmic grid of `points`
-    frequencies, each crossing refined by bisection."""
+    frequencies (default 4000, 600 beyond 8 signals), each crossing refined by bisection.
+    Gain margins above GAIN_RANGE are reported as inf."""
+    if points is None:
+        points = 4000 if lin.c.shape[0] <= 8 else 600
     if lin.c.shape[0] == 0:
         return Margins(math.inf, math.nan, math.inf, math.inf)
     scale = float(np.mean(lin.delay)) if np.any(lin.delay > 0) else 1.0 / max(
         float(np.max(np.abs(np.linalg.eigvals(lin.a0)))), 1e-300)
     omegas = np.geomspace(1e-4 / scale, 1e3 / scale, points)
     loci = _loci(lin, omegas)  # (points, m), each column one continuous branch
-    phase, crossover, delay, gain = math.inf, math.nan, math.inf, math.inf
-    for branch in loci.T:
-        magnitude = np.log(np.abs(branch) + 1e-300)
-        for i in np.flatnonzero(np.sign(magnitude[:-1]) != np.sign(magnitude[1:])):
-            omega, value = _refine(lin, omegas[i], omegas[i + 1], branch[i], branch[i + 1],
-                                   lambda z: math.log(abs(z) + 1e-300))
-            angle = math.atan2(value.imag, value.real)
-            if angle / omega < delay:
-                phase, crossover, delay = math.degrees(angle), omega, angle / omega
-        # the positive real axis; a locus at 0 (G has rank below its size) never reaches 1
-        positive = branch.real > 1e-9 * np.max(np.abs(loci))
-        for i in np.flatnonzero((np.sign(branch.imag[:-1]) != np.sign(branch.imag[1:]))
-                                & positive[:-1] & positive[1:]):
-            _, value = _refine(lin, omegas[i], omegas[i + 1], branch[i], branch[i + 1],
-                               lambda z: z.imag)
-            # of several crossings, the one nearest to 1 (a loop may also go unstable when its
-            # gain falls: conditional stability)
-            if value.real > 0 and (gain == math.inf
-                                   or abs(math.log(value.real)) < abs(math.log(gain))):
-                gain = 1.0 / value.real
+
+    def crossings(measure: Callable[[complex], float], where: np.ndarray
+                  ) -> list[tuple[int, int]]:
+        """(grid point, branch) where `measure` changes sign between a point and the next."""
+        values = np.vectorize(measure)(loci)
+        change = (np.sign(values[:-1]) != np.sign(values[1:])) & where[:-1] & where[1:]
+        return [(int(i), int(k)) for i, k in zip(*np.nonzero(change), strict=True)]
+
+    def located(i: int, k: int, measure: Callable[[complex], float]) -> tuple[float, complex]:
+        return _refine(lin, omegas[i], omegas[i + 1], loci[i, k], loci[i + 1, k], measure)
+
+    def interpolated(i: int, k: int, measure: Callable[[complex], float]) -> tuple[float,
+                                                                                 complex]:
+        low, high = measure(loci[i, k]), measure(loci[i + 1, k])
+        share = low / (low - high)
+        return (omegas[i] * (omegas[i + 1] / omegas[i]) ** share,
+                loci[i, k] + share * (loci[i + 1, k] - loci[i, k]))
+
+    # the unit circle: of all crossings (located on the grid) the one that needs the least
+    # extra delay, then refined by bisection
+    def magnitude(z: complex) -> float:
+        return math.log(abs(z) + 1e-300)
+
+    def extra_delay(i: int, k: int) -> float:
+        omega, value = interpolated(i, k, magnitude)
+        return math.atan2(value.imag, value.real) / omega
+
+    unit = crossings(magnitude, np.ones_like(loci, bool))
+    phase, crossover, delay = math.inf, math.nan, math.inf
+    if unit:
+        omega, value = located(*min(unit, key=lambda c: extra_delay(*c)), magnitude)
+        angle = math.atan2(value.imag, value.real)
+        phase, crossover, delay = math.degrees(angle), omega, angle / omega
+
+    # the positive real axis, where the loop gain is within a factor GAIN_RANGE of
+    # instability (a locus near 0, where G has rank below its size, never reaches 1); of
+    # several crossings the one nearest to 1 (a loop may also go unstable when its gain falls:
+    # conditional stability)
+    def imaginary(z: complex) -> float:
+        return z.imag
+
+    axis = crossings(imaginary, loci.real > 1.0 / GAIN_RANGE)
+    gain = math.inf
+    if axis:
+        nearest = min(axis, key=lambda c: abs(math.log(max(
+            interpolated(*c, imaginary)[1].real, 1e-300))))
+        value = located(*nearest, imaginary)[1]
+        gain = 1.0 / value.real if value.real > 0 else math.inf
     return Margins(phase, crossover, delay, gain)
 
 
@@ -194,8 +231,10 @@ def stability(scenario: Scenario, nodes: int = 32) -> xr.Dataset:
     unstable), `period` (2 pi / Im s, s; inf without oscillation), `phase_margin` (degrees),
     `crossover` (rad/s), `delay_margin` (s), `loop_delay` and `critical_delay` (s; NaN where the
     part's signals have different delays), `gain_margin`; coordinates `links` (the queues of the
-    part) and `flows` (how many flows it holds). attrs: the rest state's `residual` (the
-    largest |F(z*, g(z*))| relative to its scale)."""
+    part) and `flows` (how many flows it holds); `neutral`, the dimension of the line (or
+    plane) of rest states through this one, where the queued links' flow sets are linearly
+    dependent (its roots at 0 are left out of the verdict). attrs: the rest state's `residual`
+    (the largest |F(z*, g(z*))| relative to its scale)."""
     closed = _Closed(rest_state(scenario))
     whole = closed.linearize()
     classes = closed.classes(whole)
@@ -206,6 +245,12 @@ def stability(scenario: Scenario, nodes: int = 32) -> xr.Dataset:
         members = [cls for k, cls in enumerate(classes) if k in _classes_in(reduced, part)]
         apart = [differences[k] for k in _classes_in(reduced, part) if k in differences]
         roots = np.concatenate([characteristic_roots(sub, nodes) for sub in (lin, *apart)])
+        # roots at 0 that a line of rest states brings (det(A0 + B C) = 0) are neutral, not
+        # unstable: a perturbation along the line stays
+        size = max(float(np.abs(lin.a0).max()), 1e-300)
+        neutral = _neutral(lin)
+        if neutral:
+            roots = roots[np.abs(roots) > 1e-8 * size]
         root = complex(roots[np.argmax(roots.real)]) if roots.size else complex(-math.inf, 0)
         margins = min((loop_margins(sub) for sub in (lin, *apart)), key=lambda m: m.delay)
         uniform = lin.delay.size > 0 and np.ptp(lin.delay) <= 1e-12 * lin.delay.max()
@@ -218,20 +263,28 @@ def stability(scenario: Scenario, nodes: int = 32) -> xr.Dataset:
             "phase_margin": margins.phase, "crossover": margins.crossover,
             "delay_margin": margins.delay, "loop_delay": loop,
             "critical_delay": loop + margins.delay if uniform else math.nan,
-            "gain_margin": margins.gain})
+            "gain_margin": margins.gain, "neutral": neutral})
         links.append(", ".join(name[len("queue["):-1] for name in lin.variables
                                if name.startswith("queue[")))
         flows.append(sum(float(closed.count[closed.moving[i]]) for cls in members for i in cls))
     units = {"root_real": "1/s", "root_imag": "rad/s", "stable": "", "decay_time": "s",
              "settling_time": "s", "period": "s", "phase_margin": "degrees",
              "crossover": "rad/s", "delay_margin": "s", "loop_delay": "s",
-             "critical_delay": "s", "gain_margin": "1"}
+             "critical_delay": "s", "gain_margin": "1", "neutral": "1"}
     return xr.Dataset(
         {name: ("component", np.array([row[name] for row in rows]), {"units": unit})
          for name, unit in units.items()},
         coords={"component": np.arange(len(rows)), "links": ("component", links),
                 "flows": ("component", np.array(flows, dtype=float))},
         attrs={"residual": closed.residual})
+
+
+def _neutral(lin: Linearization) -> int:
+    """The dimension of the null space of T(0) = -(A0 + B C): the directions along which
+    the rest state is not isolated."""
+    whole = lin.a0 + lin.b @ lin.c
+    values = np.linalg.svd(whole, compute_uv=False)
+    return int(np.sum(values <= 1e-10 * max(float(values.max()), 1e-300)))
 
 
 def _by_symmetry(lin: Linearization, classes: list[np.ndarray], keys: int
@@ -523,7 +576,10 @@ class _Closed:
         closed = jax.jit(closed)
         value = np.asarray(closed(jnp.asarray(z)))
         for _ in range(30):
-            step = np.linalg.solve(np.asarray(jacobian(jnp.asarray(z))), -value)
+            # least squares: a network whose queued links' flow sets are linearly dependent
+            # has a line of rest states (queue shifted round a cycle of links leaves every
+            # path's signal alone), and a singular Jacobian along it
+            step = np.linalg.lstsq(np.asarray(jacobian(jnp.asarray(z))), -value, rcond=None)[0]
             z = z + step
             value = np.asarray(closed(jnp.asarray(z)))
             if np.max(np.abs(step) / scale) < 1e-13:
@@ -546,7 +602,7 @@ def _restrict(lin: Linearization, part: np.ndarray) -> Linearization:
                          lin.rest[part])
 
 
-def _generator(lin: Linearization, nodes: int, span: float) -> np.ndarray:
+def _generator(lin: Linearization, nodes: int, span: float) -> scipy.sparse.csr_matrix:
     """The infinitesimal generator discretised on the Chebyshev points theta_j = span
     (cos(j pi / nodes) - 1) / 2, j = 0..nodes (theta_0 = 0): rows j >= 1 differentiate the
     interpolant, row 0 is the right-hand side with each delay read from the interpolant."""
@@ -559,14 +615,29 @@ def _generator(lin: Linearization, nodes: int, span: float) -> np.ndarray:
     d = (weights[None, :] / weights[:, None]) / difference
     d -= np.diag(d.sum(axis=1))
     d *= 2.0 / span  # theta = span (x - 1) / 2, so d/dtheta = (2 / span) d/dx
-    big = np.kron(d, np.eye(n))
-    big[:n] = 0.0
-    big[:n, :n] = lin.a0
+    top = np.zeros((n, n * (k + 1)))
+    top[:, :n] = lin.a0
     for delay in np.unique(lin.delay):
         channels = lin.delay == delay
         coupling = lin.b[:, channels] @ lin.c[channels]
-        big[:n] += np.kron(_interpolation_row(x, weights, 2 * (-delay) / span + 1), coupling)
-    return big
+        top += np.kron(_interpolation_row(x, weights, 2 * (-delay) / span + 1), coupling)
+    below = scipy.sparse.kron(d[1:], scipy.sparse.identity(n))
+    return scipy.sparse.vstack([scipy.sparse.csr_matrix(top), below]).tocsr()
+
+
+def _near_the_axis(generator: scipy.sparse.csr_matrix, highest: float, span: float,
+                   shifts: int = 8, each: int = 24) -> np.ndarray:
+    """Eigenvalues of a large discretised generator nearest to points just right of the
+    imaginary axis, from 1/span to 1/span + j `highest` (shift-and-invert Arnoldi from a fixed
+    start, so runs repeat): the rightmost roots of delay systems lie near the axis."""
+    matrix = generator.astype(complex)
+    start = np.ones(matrix.shape[0], complex)
+    found = []
+    for shift in 1.0 / span + 1j * np.linspace(0.0, highest, shifts):
+        found.append(scipy.sparse.linalg.eigs(matrix, k=min(each, matrix.shape[0] - 2),
+                                              sigma=shift, v0=start,
+                                              return_eigenvectors=False))
+    return np.concatenate(found)
 
 
 def _interpolation_row(x: np.ndarray, weights: np.ndarray, point: float) -> np.ndarray:

@@ -47,6 +47,19 @@ def analyze(
     console.print(f"Rest state: {queues}")
     if stable is not None:
         console.print(_stability_table(stable))
+        for part in stable.component.values[stable.neutral.values > 0]:
+            console.print(f"{_shortened(str(stable.links.values[part]))}: the rest state is "
+                          "one of a line of "
+                          f"them ({int(stable.neutral.values[part])} neutral direction(s): the "
+                          "queued links' flow sets are linearly dependent, so queue can shift "
+                          "among them without changing any flow's signal); its roots at 0 are "
+                          "left out of the verdict")
+
+
+def _shortened(links: str) -> str:
+    """A part's queued links, the first two and how many where there are more than three."""
+    names = links.split(", ")
+    return links if len(names) <= 3 else f"{', '.join(names[:2])}, ... ({len(names)} queues)"
 
 
 def _stability_table(result: xr.Dataset) -> Table:
@@ -63,7 +76,8 @@ def _stability_table(result: xr.Dataset) -> Table:
         stable, period = bool(row.stable), float(row.period)
         critical, gain = float(row.critical_delay), float(row.gain_margin)
         table.add_row(
-            str(row.links.item()), f"{float(row.flows):g}", "stable" if stable else "unstable",
+            _shortened(str(row.links.item())), f"{float(row.flows):g}",
+            "stable" if stable else "unstable",
             f"{float(row.root_real):.4g}{float(row.root_imag):+.4g}j",
             format_time(float(row.settling_time)) if stable else "never",
             format_time(period) if np.isfinite(period) else "none",
