@@ -28,6 +28,7 @@ from pathflow.cli.console import console
 from pathflow.compile import compile_scenario
 from pathflow.units import format_time
 from pathflow.validation.cases.dcqcn import CAPACITY, LOOP, PACKET, incast
+from tests.test_fairness import _parking_lot
 
 RED_PACKET = 1500.0
 
@@ -208,3 +209,38 @@ def test_analyze_prints_the_stability_and_refuses_step_marking(
     step = CliRunner().invoke(app, ["analyze", str(tmp_path / "step.toml")])
     assert step.exit_code == 0 and "Linear stability" not in step.output
     assert "none derived" in step.output
+
+
+def _two_stages(folder: Path) -> Scenario:
+    """Four 100 Mb/s RED links, two into a middle switch (A: X1-Y, B: X2-Y) and two out of it
+    (C: Y-Z1, D: Y-Z2), and one Reno flow per (first, second) pair: the links' flow sets obey
+    A + B = C + D."""
+    fast = "10Gbps,10us,1000pkt"
+    rows = ["src,dst,link_rate,delay,buffer", "X1,Y,100Mbps,1ms,1000pkt",
+            "X2,Y,100Mbps,1ms,1000pkt", "Y,Z1,100Mbps,1ms,1000pkt", "Y,Z2,100Mbps,1ms,1000pkt"]
+    hosts = []
+    for first in ("X1", "X2"):
+        for second in ("Z1", "Z2"):
+            sender, receiver = f"s{first}{second}", f"r{first}{second}"
+            rows += [f"{sender},{first},{fast}", f"{receiver},{second},{fast}"]
+            hosts += [sender, receiver]
+    (folder / "edges.csv").write_text("\n".join(rows) + "\n")
+    return Scenario.from_dict({
+        "topology": {"kind": "graph", "edges": "edges.csv", "hosts": hosts},
+        "aqm": {"kind": "red", "min": "20pkt", "max": "400pkt", "pmax": 0.1, "ecn": True},
+        "traffic": {"pattern": "explicit", "pairs": [[i, i + 1] for i in range(0, 8, 2)]},
+        "transport": {"cc": "reno", "reaction": "mean"},
+        "run": {"duration": "1s"}}, base_dir=folder)
+
+
+def test_a_cycle_of_flow_sets_gives_a_line_of_rest_states(tmp_path: Path) -> None:
+    """With A + B = C + D in flows, shifting marking from the first stage to the second
+    (p_A = p_B up, p_C = p_D down) leaves every path's signal, rate and load alone: exactly
+    one neutral direction, whose zero root is kept out of the verdict (stable); a parking
+    lot's flow sets are independent (none)."""
+    result = stability(_two_stages(tmp_path))
+    assert result.component.size == 1
+    assert int(result.neutral.item()) == 1
+    assert bool(result.stable.item()) and float(result.root_real.item()) < 0
+    lot = stability(_parking_lot(tmp_path, 2))
+    assert int(lot.neutral.max()) == 0
