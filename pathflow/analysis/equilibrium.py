@@ -82,12 +82,13 @@ class RestState(NamedTuple):
     residual: float  # the largest Fischer-Burmeister residual (0 at an exact rest state)
 
 
-def equilibrium(scenario: Scenario) -> xr.Dataset:
+def equilibrium(scenario: Scenario, rest: RestState | None = None) -> xr.Dataset:
     """The rest state of `scenario` (see the module docstring): per flow its rate (bytes/s),
     window (packets; NaN for DCQCN) and round trip (s); per link its queue (bytes), marking or
     early-drop probability and load (bytes/s). attrs: `residual`, the largest
-    Fischer-Burmeister residual (0 at an exact rest state)."""
-    rest = rest_state(scenario)
+    Fischer-Burmeister residual (0 at an exact rest state). `rest`: the rest state already
+    found for `scenario` (`rest_state`)."""
+    rest = rest or rest_state(scenario)
     controller = np.asarray(rest.compiled.controller_of)
     names = [f"{flow.src}->{flow.dst}" for flow in rest.compiled.routes.flows]
     return xr.Dataset(

@@ -119,6 +119,8 @@ class Linearization(NamedTuple):
 
 
 class Margins(NamedTuple):
+    """The loop's margins (module docstring), each the smallest over the characteristic loci."""
+
     phase: float  # degrees (inf: no crossover)
     crossover: float  # rad/s
     delay: float  # s: the extra delay in every signal that reaches instability
@@ -223,7 +225,8 @@ def loop_margins(lin: Linearization, points: int | None = None) -> Margins:
     return Margins(phase, crossover, delay, gain)
 
 
-def stability(scenario: Scenario, nodes: int = 32) -> xr.Dataset:
+def stability(scenario: Scenario, nodes: int = 32, rest: RestState | None = None
+              ) -> xr.Dataset:
     """Roots and margins of each connected part of the network around its rest state.
 
     Per `component`: `root_real` (1/s) and `root_imag` (rad/s) of the rightmost root, `stable`,
@@ -235,7 +238,7 @@ def stability(scenario: Scenario, nodes: int = 32) -> xr.Dataset:
     plane) of rest states through this one, where the queued links' flow sets are linearly
     dependent (its roots at 0 are left out of the verdict). attrs: the rest state's `residual`
     (the largest |F(z*, g(z*))| relative to its scale)."""
-    closed = _Closed(rest_state(scenario))
+    closed = _Closed(rest or rest_state(scenario))
     whole = closed.linearize()
     classes = closed.classes(whole)
     reduced, differences = _by_symmetry(whole, classes, len(closed.keys))
@@ -390,8 +393,7 @@ class _Closed:
         self.queued = np.flatnonzero((self.rest_queue > 0) & full)
         path_signal = np.asarray(rest.probability) @ network.routing
         self.moving = np.flatnonzero(path_signal > 0)
-        self.state0 = self._controller_rest(rest)
-        self.keys = self._moving_keys()
+        self.state0 = self._controller_rest(rest)  # also sets `keys`
         self.z0 = self._polish()
 
     # -- the system --------------------------------------------------------------------------
@@ -420,14 +422,18 @@ class _Closed:
         wanted = self.model.rate(state, rtt, self.params) * self.packet
         return jnp.where(moving, wanted, self.rest_rate)
 
+    def _path_signals(self, measure: jax.Array) -> jax.Array:
+        """(controllers, 2): the marked and the dropped fraction along each path,
+        1 - prod_l (1 - p_l), from the links' queue measures."""
+        mark, drop = self.discipline.congestion(measure, self.aqm)
+        kept = jnp.log1p(-jnp.clip(jnp.stack([mark, drop], 1), 0.0, 1 - 1e-15))
+        return -jnp.expm1(self.on_path.T @ kept)
+
     def signals(self, z: jax.Array) -> jax.Array:
         """g(z): the path's marked and dropped fractions and the sending rate (packets/s) of
         each moving controller, stacked (3 m,)."""
         state, queue, measure = self._state(z)
-        mark, drop = self.discipline.congestion(measure, self.aqm)
-        keep = self.on_path.T @ jnp.log1p(-jnp.clip(jnp.stack([mark, drop], 1), 0.0,
-                                                    1 - 1e-15))
-        path = -jnp.expm1(keep)[self.moving]
+        path = self._path_signals(measure)[self.moving]
         rate = self.model.rate(state, self._rtt(queue), self.params)[self.moving]
         return jnp.concatenate([path[:, 0], path[:, 1], rate])
 
@@ -503,10 +509,7 @@ class _Closed:
         state after its discrete rules (slow start over), then its moving variables
         integrated to rest with the signals held (a controller alone under constant signals
         settles; the network's loop is what may not)."""
-        mark, drop = self.discipline.congestion(jnp.asarray(self.rest_queue), self.aqm)
-        keep = self.on_path.T @ jnp.log1p(-jnp.clip(jnp.stack([mark, drop], 1), 0.0,
-                                                    1 - 1e-15))
-        path = -jnp.expm1(keep)
+        path = self._path_signals(jnp.asarray(self.rest_queue))
         rtt = jnp.asarray(rest.rtt)
         rate = self.rest_rate / self.packet
         self._rest_signals = (path[:, 0], path[:, 1], rate)
@@ -514,8 +517,7 @@ class _Closed:
                           self.receiver, self.count)
         state = self.model.project(self.model.initial_state(self.params), signals, self.params)
         state = {key: jnp.asarray(value, float) for key, value in state.items()}
-        keys = [key for key in state if np.any(np.asarray(
-            self.model.derivative(state, signals, self.params)[key]) != 0)]
+        self.keys = keys = self._moving_keys(state, signals)
         if not keys or not self.moving.size:
             return state
 
@@ -542,21 +544,17 @@ class _Closed:
             jac=lambda _, y: np.asarray(jacobian(y)), rtol=1e-10, atol=1e-12)
         return unpack(solved.y[:, -1])
 
-    def _moving_keys(self) -> list[str]:
+    def _moving_keys(self, state: dict[str, jax.Array], signals: Signals) -> list[str]:
         """The state variables whose derivative depends on anything (the others are
         bookkeeping that the mean-field form leaves constant)."""
-        rtt = jnp.asarray(self._rtt(jnp.asarray(self.rest_queue)))
-        signals = Signals(rtt, *self._rest_signals, jnp.ones_like(rtt), self.flow,
-                          self.receiver, self.count)
 
-        def slope(state: dict[str, jax.Array]) -> dict[str, jax.Array]:
-            return self.model.derivative(state, signals, self.params)
+        def slope(values: dict[str, jax.Array]) -> dict[str, jax.Array]:
+            return self.model.derivative(values, signals, self.params)
 
-        jac = jax.jit(jax.jacfwd(slope))(self.state0)
-        keys = [key for key in self.state0
+        jac = jax.jit(jax.jacfwd(slope))(state)
+        return [key for key in state
                 if any(np.any(np.asarray(block)[self.moving] != 0)
                        for block in jax.tree.leaves(jac[key]))]
-        return keys
 
     def _polish(self) -> np.ndarray:
         """Newton on F(z, g(z)) = 0 from the equilibrium's rest state."""

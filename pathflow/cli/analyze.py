@@ -92,7 +92,7 @@ def _predictions(scenario: Scenario
     """Per flow: its "src->dst" and each prediction's rate (bytes/s); the rest state's
     non-empty queues, or why there is none, in words; its stability (None where there is no
     rest state)."""
-    from pathflow.analysis.equilibrium import equilibrium
+    from pathflow.analysis.equilibrium import equilibrium, rest_state
     from pathflow.analysis.fairness import alpha_fair, max_min, network_of, reno_allocation
     from pathflow.analysis.stability import stability
     from pathflow.compile import compile_scenario
@@ -107,11 +107,12 @@ def _predictions(scenario: Scenario
             network, network.base_rtt, transport.mss, transport.parameters["ack_ratio"]
         )[controller]
     try:
-        rest = equilibrium(scenario)
+        found = rest_state(scenario)
     except ScenarioError as why:  # the table stands without it; say why it is missing
         return names, columns, f"none derived ({why})", None
+    rest = equilibrium(scenario, found)
     columns["rest state"] = rest.rate.values
     loaded = rest.queue.values > 0
     queues = ", ".join(f"{link} {format_bytes(float(q))}" for link, q in
                        zip(rest.link.values[loaded], rest.queue.values[loaded], strict=True))
-    return names, columns, queues or "no queue", stability(scenario)
+    return names, columns, queues or "no queue", stability(scenario, rest=found)
