@@ -1,5 +1,5 @@
-"""The rest state of Reno and DCQCN networks (pathflow.analysis.equilibrium) against closed
-forms, the fluid simulation and the utility optimum."""
+"""The rest state of Reno, DCTCP and DCQCN networks (pathflow.analysis.equilibrium) against
+closed forms, the fluid simulation and the utility optimum."""
 
 from __future__ import annotations
 
@@ -71,6 +71,75 @@ def test_the_fluid_simulation_settles_at_it(tmp_path: Path, links: int) -> None:
     network, controller, _ = network_of(compile_scenario(scenario))
     optimum = reno_allocation(network, rest.rtt.values, PACKET)
     np.testing.assert_allclose(optimum[controller], rest.rate.values, rtol=0.01)
+
+
+@pytest.mark.parametrize("links", [2, 3])
+def test_dctcp_on_red_settles_at_it(tmp_path: Path, links: int) -> None:
+    """DCTCP (mean form) on the RED parking lot: the cap of one cut per round trip holds at
+    rest (W p >= 1), so W = 2 / (b p) with alpha = p; the simulated steady state is the rest
+    state within 2 % (rates and the loaded queues)."""
+    scenario = _parking_lot(tmp_path, links).with_updates(
+        {"transport.cc": "dctcp", "transport.reaction": "mean"})
+    rest = equilibrium(scenario)
+    loaded = rest.queue.values > 0
+    p = rest.probability.values[loaded]
+    path = 1 - np.prod(1 - p)  # the long flow crosses every loaded link
+    assert float(rest.window[0]) == pytest.approx(2 / path, rel=1e-9)
+    ds = pathflow.simulate(scenario)
+    steady = ds.sel(time=ds.time > 10.0)
+    np.testing.assert_allclose(steady.flow_rate.mean("time").values, rest.rate.values,
+                               rtol=0.02)
+    np.testing.assert_allclose(steady.queue.mean("time").values[loaded],
+                               rest.queue.values[loaded], rtol=0.02)
+
+
+def _dctcp_star(flows: int, ack_ratio: int = 1) -> Scenario:
+    return Scenario.from_dict({
+        "topology": {"kind": "star", "senders": flows, "link_rate": "10Gbps", "delay": "10us",
+                     "buffer": "2000pkt"},
+        "aqm": {"kind": "ecn_step", "threshold": "30pkt"}, "traffic": {"flows": flows},
+        "transport": {"cc": "dctcp", "reaction": "mean", "ack_ratio": ack_ratio},
+        "run": {"duration": "0.5s", "warmup": "0.25s"}})
+
+
+@pytest.mark.parametrize(("flows", "ack_ratio"), [(10, 1), (4, 2)])
+def test_dctcp_on_the_ecn_step(flows: int, ack_ratio: int) -> None:
+    """N DCTCP flows (mean form) behind the ECN step at K: the rest is the sliding mode on
+    q = K with alpha* = sqrt(2 / (b W*)), W* = C (base + K / C) / N (Alizadeh, Javanmard and
+    Prabhakar 2011, b = 1). The simulation circles it (a limit cycle of 10 to 20 packets):
+    its mean alpha is alpha* within 2 %, and its queue swings across K."""
+    scenario = _dctcp_star(flows, ack_ratio)
+    rest = equilibrium(scenario)
+    problem = compile_scenario(scenario).problem
+    capacity, threshold = 10e9 / 8, 30 * PACKET
+    base = float(problem.path_base_rtt[0])
+    window = capacity * (base + threshold / capacity) / flows / PACKET
+    np.testing.assert_allclose(rest.window.values, window, rtol=1e-9)
+    loaded = rest.queue.values > 0
+    assert rest.queue.values[loaded] == pytest.approx([threshold], rel=1e-9)
+    alpha = math.sqrt(2 / (ack_ratio * window))
+    assert rest.probability.values[loaded] == pytest.approx([alpha], rel=1e-9)
+    ds = pathflow.simulate(scenario)
+    steady = ds.sel(time=ds.time > 0.25)
+    assert float(steady.alpha.mean()) == pytest.approx(alpha, rel=0.02)
+    queue = steady.queue.isel(link=int(np.flatnonzero(loaded)[0]))
+    assert float(queue.min()) < threshold < float(queue.max())
+
+
+def test_a_large_incast_rests_with_every_window_at_its_floor() -> None:
+    """320 DCTCP flows on 10 Gb/s: the fair window is under the 2-segment floor, every packet
+    is marked and the queue stands at N min_cwnd MSS - C base (tests/test_window_floor.py's
+    closed form); the simulation holds it."""
+    scenario = _dctcp_star(320)
+    rest = equilibrium(scenario)
+    base = float(compile_scenario(scenario).problem.path_base_rtt[0])
+    standing = 320 * 2 * PACKET - 10e9 / 8 * base
+    assert float(rest.queue.max()) == pytest.approx(standing, rel=1e-6)
+    assert float(rest.probability.max()) == 1.0
+    np.testing.assert_allclose(rest.window.values, 2.0)
+    ds = pathflow.simulate(scenario)
+    steady = ds.sel(time=ds.time > 0.25)
+    assert float(steady.queue.max("link").mean()) == pytest.approx(standing, rel=0.02)
 
 
 def test_what_has_no_rest_point_is_refused() -> None:

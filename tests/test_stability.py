@@ -194,7 +194,8 @@ def test_analyze_prints_the_stability_and_refuses_step_marking(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`pathflow analyze` prints the verdict and the critical delay of the DCQCN incast (the
     analysis's own numbers, formatted); DCTCP's step marking has no rest point, said in the
-    rest-state line (exit 0: the fairness table stands)."""
+    rest-state line (exit 0: the fairness table stands); in its mean form it rests on the step,
+    whose rest has no linearisation, said in the stability line."""
     scenario = _dcqcn(10, LOOP)
     (tmp_path / "d.toml").write_text(scenario.to_toml())
     monkeypatch.setattr(console, "width", 160)  # one line per row, whatever the terminal
@@ -209,6 +210,14 @@ def test_analyze_prints_the_stability_and_refuses_step_marking(
     step = CliRunner().invoke(app, ["analyze", str(tmp_path / "step.toml")])
     assert step.exit_code == 0 and "Linear stability" not in step.output
     assert "none derived" in step.output
+    # the mean form rests on the step (a sliding mode at K), which has no linearisation
+    (tmp_path / "mean.toml").write_text(
+        '[topology]\nkind = "star"\nsenders = 2\n[aqm]\nkind = "ecn_step"\n'
+        'threshold = "20pkt"\n[transport]\ncc = "dctcp"\nreaction = "mean"\n')
+    mean = CliRunner().invoke(app, ["analyze", str(tmp_path / "mean.toml")])
+    assert mean.exit_code == 0, mean.output
+    assert "Rest state: none" not in mean.output
+    assert "Linear stability: none derived (aqm.kind" in " ".join(mean.output.split())
 
 
 def _two_stages(folder: Path) -> Scenario:

@@ -1,52 +1,71 @@
-"""Where a network settles, from each model's steady-state equations (issue 12, item 1: Reno and
-DCQCN on linear marking ramps first).
+"""Where a network settles, from each model's steady-state equations (issue 12, item 1: Reno,
+DCTCP and DCQCN on one path per flow).
 
 Model
 -----
-At rest a controller's rate is a function of the congestion signal its path returns, p = 1 -
-prod_l (1 - p_l), and of its round trip R = base + sum_l q_l / C_l:
+At rest a controller's rate is a function of the congestion signals its path returns (the
+marked and the dropped fraction, m = 1 - prod_l (1 - p_l) over the path's links) and of its
+round trip R = base + sum_l q_l / C_l:
 
-- **Reno** (models/reno.py, `reaction = "mean"`: Misra, Gong and Towsley 2000) with ACK ratio b
-  stops moving where its window's growth, 1 / (b R) per second, equals its cut, W^2 p / (2 R):
-  W = sqrt(2 / (b p)), sending x = W / R packets/s.
+- **Reno and DCTCP** (models/reno.py, models/dctcp.py, `reaction = "mean"`: Misra, Gong and
+  Towsley 2000; Alizadeh, Javanmard and Prabhakar 2011) with ACK ratio b stop moving where the
+  window's growth, 1 / (b R) per second, equals its mean-field cuts, W c lambda(p) per kind of
+  signal with lambda(p) = min(W p, 1) / R and c = 1 - the model's own reaction factor (Reno
+  1/2; DCTCP alpha / 2 on a mark, alpha at rest being the mean marked fraction):
+  1 / b = W sum_kinds c min(W p, 1). Reno below the cap: W = sqrt(2 / (b p)); DCTCP, whose
+  cap holds at rest: W = 2 / (b p). Never below `min_cwnd`. The flow sends x = W / R.
 - **DCQCN** (models/dcqcn.py, Zhu et al. 2016): dR_T/dt = dR_C/dt = dalpha/dt = 0 leave one
   equation between p and the current rate R_C, alpha a^2 = tau^2 R_AI R_C (c + e)(b + d) (the
   model docstring's symbols), solved for R_C within [min_rate, line_rate] for the path's p; the
   round trip does not enter.
 
 A marking link (RED, models/aqm.py, whose average equals the queue at rest; DCQCN's marking)
-marks or drops with p_l = pmax (q_l - min) / (max - min) on its ramp. The network is at rest
-where every marking link is either loaded to its capacity with a queue, or has no queue and
-spare capacity:
+marks or drops with p_l = pmax (q_l - min) / (max - min) on its ramp. The ECN step at K marks
+every packet above K and none below: no queue gives a probability in between, and the rest is
+a sliding mode on q = K (Filippov) in which what the flows see is the fraction theta of the
+time marked, during which lambda = 1 / R: 1 / b = W c theta (DCTCP: W = 2 / (b theta^2), the
+fixed point alpha* = sqrt(2 / W*) of Alizadeh et al. 2011). Past theta = 1 every window sits at
+its floor and the queue stands above K (a large incast: N min_cwnd MSS - C base). The network
+is at rest where every marking link is either loaded to its capacity with a queue (or a marked
+fraction), or has none and spare capacity:
 
-    q_l >= 0,   C_l - sum_r R_lr x_r >= 0,   q_l (C_l - sum_r R_lr x_r) = 0,
+    s_l >= 0,   C_l - sum_r R_lr x_r >= 0,   s_l (C_l - sum_r R_lr x_r) = 0,
 
+s_l in [0, 1] the link's position along its queue (and, on the step, its marked fraction),
 solved as a system of Fischer-Burmeister equations, phi(a, b) = a + b - sqrt(a^2 + b^2) = 0,
-by least squares within 0 <= q_l <= max_l (scipy's trust-region reflective method). A flow
-whose path marks nothing is held by its NIC (the solver's rule: a window that does not limit
-the rate does not grow), so its rate is its NIC's rate shared with the NIC's other flows.
+by least squares (scipy's trust-region reflective method). A flow whose path marks nothing is
+held by its NIC (the solver's rule: a window that does not limit the rate does not grow), so
+its rate is its NIC's rate shared with the NIC's other flows.
 
 Scope and limitations
 ---------------------
 Single-path flows whose loaded links mark on a ramp (RED marking or early-dropping; DCQCN's
-marking). Drop-tail and the ECN step (DCTCP's marker) pin the queue at a threshold and make the
-rest state a sawtooth, a limit cycle rather than a point; DCTCP and the MPTCP family follow
-(issue 12). DCQCN's NIC-wide CNP capacity is left out (refused when set). A rest state beyond a
-ramp's max (where RED and the standard DCQCN marking jump to 1) is reported as not found. A
-rest state need not be stable: DCQCN with the cx4 parameters has one, and cycles around it
-(notebook 03); the stability analysis is issue 12's next part.
+marking) or on the ECN step. Reno and DCTCP in their mean-field form only: the per-window form
+(DCTCP's default) rests in a sawtooth, as drop-tail does (refused; `analysis.stability` and the
+validation's sawtooth closed forms cover them). On the step the rest point is the centre of a
+limit cycle: the simulated rates and mean alpha meet it, the queue swings around K. A path
+across several step-marking links combines their marked fractions as if independent (on a
+3-link parking lot the long flow's simulated rate is 13 % above the prediction; 0.4 % on 2
+links). DCQCN's NIC-wide CNP capacity is left out (refused when set). A rest state beyond a
+ramp's max (where RED and the standard DCQCN marking jump to 1), or beyond the buffer after a
+step, is reported as not found. A rest state need not be stable: DCQCN with the cx4
+parameters has one, and cycles around it (notebook 03; `analysis.stability` says which).
 
 Validated by tests/test_equilibrium.py: the closed form of one RED bottleneck (N flows share C:
 p* = 2 / (b W*^2) with W* = C R* / N and R* = base + q*/C, q* on the ramp), the fluid
-simulation's steady state on parking lots within 2 % (and the utility optimum of
-`analysis.fairness` at the equilibrium's round trips: the NUM view), and DCQCN's fixed point on
-one 40 Gb/s link (validation/cases/dcqcn.py's scalar root) with the simulation settling there.
+simulation's steady state on parking lots within 2 % for Reno and DCTCP on RED (and for Reno the
+utility optimum of `analysis.fairness` at the equilibrium's round trips: the NUM view), DCTCP on
+the ECN step against alpha* = sqrt(2 / (b W*)) and the simulated mean alpha (2 %), a 320-flow
+incast's standing queue against N min_cwnd MSS - C base and the simulation, and DCQCN's fixed
+point on one 40 Gb/s link (validation/cases/dcqcn.py's scalar root) with the simulation settling
+there.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -109,30 +128,31 @@ def rest_state(scenario: Scenario) -> RestState:
     compiled = compile_scenario(scenario)
     network, _, _ = network_of(compiled)
     problem = compiled.problem
-    rest_rate = _rest_rate(scenario, problem)
     links = network.capacity.size
-    low, high, pmax = _ramp(scenario, problem.aqm, links)
+    markers = _markers(scenario, problem, links)
+    rest_rate = _rest_rate(compiled, markers.step)
     routing, capacity, count = network.routing, network.capacity, network.count
     # host NICs never mark; a link that no flow crosses holds no queue, nor one downstream of
     # a link carrying the same flows at no more capacity (the upstream one holds it)
-    marking = np.isfinite(low) & routing.any(axis=1) & ~_shadowed(problem, routing, capacity)
-    low, high = np.where(marking, low, 0.0), np.where(marking, high, 1.0)
+    marking = (np.isfinite(markers.low) & routing.any(axis=1)
+               & ~_shadowed(problem, routing, capacity))
     assert network.base_rtt is not None
     nic = np.asarray(problem.nic)
 
-    def state(queue: np.ndarray) -> tuple[np.ndarray, ...]:
-        ramp = np.clip((queue - low) / np.where(high > low, high - low, 1.0), 0.0, 1.0)
-        p_link = np.where(marking, pmax * ramp, 0.0)
-        keep = np.exp(routing.T @ np.log1p(-np.minimum(p_link, 1 - 1e-15)))
+    def state(scaled: np.ndarray) -> tuple[np.ndarray, ...]:
+        position = np.zeros(links)
+        position[marking] = scaled
+        queue, p_link = markers.at(position)
+        queue, p_link = np.where(marking, queue, 0.0), np.where(marking, p_link, 0.0)
+        mark, loss = (1.0 - np.exp(routing.T @ np.log1p(-np.minimum(p_link * share, 1 - 1e-15)))
+                      for share in (markers.ecn, 1.0 - markers.ecn))
         rtt = network.base_rtt + routing.T @ (queue / capacity)
-        wanted, window = rest_rate(1.0 - keep, rtt)
+        wanted, window = rest_rate(mark, loss, rtt)
         rate = np.minimum(wanted, _nic_share(wanted, nic, count, capacity))
-        return p_link, rtt, window, rate
+        return queue, p_link, rtt, window, rate
 
     def residual(scaled: np.ndarray) -> np.ndarray:
-        queue = np.zeros(links)
-        queue[marking] = scaled * high[marking]
-        load = network.load(state(queue)[3])
+        load = network.load(state(scaled)[4])
         return _fischer_burmeister(scaled, (1.0 - load / capacity)[marking])
 
     start = np.full(int(marking.sum()), 0.5)
@@ -142,63 +162,137 @@ def rest_state(scenario: Scenario) -> RestState:
     except np.linalg.LinAlgError as why:
         raise ScenarioError(f"the rest state was not found: the root solver failed ({why}) on "
                             f"{start.size} loaded marking links") from None
-    queue = np.zeros(links)
-    queue[marking] = np.where(found.x > 1e-8, found.x, 0.0) * high[marking]  # 0: no queue
-    if np.any(queue[marking] >= high[marking] * (1 - 1e-9)):
-        raise ScenarioError("aqm: the rest state lies at the end of the marking ramp (a queue at "
-                            "its max, where marking jumps to 1): no equilibrium on the ramp")
-    p_link, rtt, window, rate = state(queue)
+    if np.any(found.x >= 1 - 1e-9):
+        raise ScenarioError(markers.beyond)
+    queue, p_link, rtt, window, rate = state(np.where(found.x > 1e-8, found.x, 0.0))
     return RestState(compiled, network, queue, p_link, rate, window, rtt,
                      float(np.max(np.abs(found.fun))) if found.fun.size else 0.0)
 
 
-def _ramp(scenario: Scenario, aqm: Any, links: int) -> tuple[np.ndarray, ...]:
-    """Per link the marking ramp's start and end (bytes) and its probability at the end."""
-    kind = scenario.si.aqm.kind
+@dataclass(frozen=True)
+class _Markers:
+    """Per link how the rest queue and the marking (or early-drop) probability follow one
+    position s in [0, 1], continuous and non-decreasing, so that a link is loaded where s > 0.
+
+    On a ramp (RED, DCQCN) s is the queue over the ramp's end. The ECN step at K gives no
+    probability between 0 and 1 at any queue: its rest is a sliding mode on q = K (Filippov),
+    where what the flows see is the fraction theta of the time marked (the fluid model's rest
+    under step marking, Alizadeh, Javanmard and Prabhakar 2011). There s runs in thirds: the
+    queue from 0 to K, then theta from 0 to 1 at q = K, then the queue from K to the buffer
+    with every packet marked (windows at their floor: a large incast's standing queue)."""
+
+    low: np.ndarray  # bytes: where marking starts (inf: never marks)
+    high: np.ndarray  # bytes: the ramp's end, or the buffer after a step
+    pmax: np.ndarray  # the probability at the ramp's end
+    ecn: np.ndarray  # 1 where the signal is a mark, 0 an early drop
+    step: bool
+    beyond: str  # why a rest state at s = 1 is none
+
+    def at(self, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(queue in bytes, probability) per link at `position`."""
+        with np.errstate(invalid="ignore"):  # inf - inf at links that never mark
+            if not self.step:
+                queue = position * self.high
+                ramp = (queue - self.low) / np.where(self.high > self.low,
+                                                     self.high - self.low, 1.0)
+                return queue, self.pmax * np.clip(ramp, 0.0, 1.0)
+            third = 3.0 * position
+            queue = np.where(third < 1, third * self.low,
+                             self.low + np.clip(third - 2.0, 0.0, 1.0) * (self.high - self.low))
+            return queue, np.clip(third - 1.0, 0.0, 1.0)
+
+
+def _markers(scenario: Scenario, problem: Any, links: int) -> _Markers:
+    """The marking of each link (`_Markers`) from the scenario's discipline."""
+    aqm, kind = problem.aqm, scenario.si.aqm.kind
+    ecn = np.ones(links)
+    beyond = ("aqm: the rest state lies at the end of the marking ramp (a queue at its max, "
+              "where marking jumps to 1): no equilibrium on the ramp")
     if kind == "red":
         ends = (aqm.min, aqm.max, aqm.pmax)
+        ecn = np.asarray(aqm.ecn, float)[:links]
     elif kind == "dcqcn":
         kmin, kmax, pmax = (np.asarray(v, float) for v in (aqm.kmin, aqm.kmax, aqm.pmax))
         # the extended line goes on past kmax to 1 (the CoNEXT 2016 analysis's ramp)
         with np.errstate(invalid="ignore"):  # inf - inf at host NICs, which never mark
             end = np.where(np.asarray(aqm.extended) > 0, kmin + (kmax - kmin) / pmax, kmax)
         ends = (kmin, end, np.where(np.asarray(aqm.extended) > 0, 1.0, pmax))
+    elif kind == "ecn_step":
+        ends = (aqm.threshold, problem.queues.buffer, np.ones(links))
+        beyond = ("aqm: the rest state needs more queue than the buffer holds (every window at "
+                  "its floor): no equilibrium without losses")
     else:
-        raise ScenarioError(f"aqm.kind: the equilibrium needs a marking ramp (red, dcqcn), not "
-                            f"{kind!r} (drop-tail and the ECN step settle into a sawtooth, not a "
-                            "point)")
-    return tuple(np.asarray(v, float)[:links] for v in ends)
+        raise ScenarioError(f"aqm.kind: the equilibrium needs a marking ramp (red, dcqcn) or "
+                            f"the ECN step, not {kind!r} (drop-tail settles into a sawtooth, "
+                            "not a point)")
+    low, high, pmax = (np.asarray(v, float)[:links] for v in ends)
+    return _Markers(low, high, pmax, ecn, kind == "ecn_step", beyond)
 
 
-def _rest_rate(scenario: Scenario, problem: Any) -> RestRate:
-    """The controllers' rest rate as a function of their path signal and round trip."""
-    transport = scenario.si.transport
-    packet = transport.mss
-    if transport.cc == "reno" and transport.parameters.get("reaction") == "mean":
-        ack_ratio = transport.parameters["ack_ratio"]
+def _rest_rate(compiled: Compiled, step: bool) -> RestRate:
+    """The controllers' rest rate as a function of their path's signals and round trip."""
+    model, params = compiled.model, compiled.problem.params
+    packet = np.asarray(compiled.problem.packet, float)
+    if model.name in ("reno", "dctcp") and getattr(model, "reaction", None) == "mean":
+        ack_ratio, floor = (np.asarray(v, float) for v in (params.ack_ratio, params.min_cwnd))
 
-        def reno(p: np.ndarray, rtt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            window = np.sqrt(2.0 / (ack_ratio * np.maximum(p, 1e-300)))
+        def window_based(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+            # the model's own reactions at rest: DCTCP's alpha is the mean marked fraction
+            state = {"cwnd": np.ones_like(mark), "alpha": mark}
+            cut_mark = 1.0 - np.asarray(model.mark_factor(state, None), float)
+            cut_loss = 1.0 - np.asarray(model.loss_factor(state, None), float)
+            window = np.maximum(_balanced_window(mark, loss, cut_mark, cut_loss, ack_ratio,
+                                                 step), floor)
             return window / rtt * packet, window
 
-        return reno
-    if transport.cc == "dcqcn":
-        params = problem.params
+        return window_based
+    if model.name == "dcqcn":
         if np.isfinite(np.asarray(params.cnp_capacity, float)).any():
             raise ScenarioError("transport.cnp_capacity: the equilibrium leaves the NIC-wide CNP "
                                 "capacity out; unset it")
 
-        def dcqcn(p: np.ndarray, rtt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def dcqcn(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
             rates = [dcqcn_rest_rate(float(q), *(float(np.asarray(v)[i]) for v in (
                 params.cnp_interval, params.alpha_interval, params.stages, params.byte_counter,
                 params.timer, params.rai, params.min_rate, params.line_rate)))
-                for i, q in enumerate(p)]
-            return np.array(rates) * packet, np.full(p.size, np.nan)
+                for i, q in enumerate(mark)]
+            return np.array(rates) * packet, np.full(mark.size, np.nan)
 
         return dcqcn
-    raise ScenarioError(f"transport.cc: the equilibrium is derived for reno (reaction = 'mean') "
-                        f"and dcqcn so far, not {transport.cc!r} "
-                        f"(reaction {transport.parameters.get('reaction')!r})")
+    raise ScenarioError(f"transport.cc: the equilibrium is derived for reno and dctcp "
+                        f"(reaction = 'mean') and dcqcn so far, not {model.name!r} "
+                        f"(reaction {getattr(model, 'reaction', None)!r})")
+
+
+def _balanced_window(mark: np.ndarray, loss: np.ndarray, cut_mark: np.ndarray,
+                     cut_loss: np.ndarray, ack_ratio: np.ndarray, step: bool) -> np.ndarray:
+    """The window W (packets) at which growth, 1 / (b R) per second, balances the mean-field
+    cuts, sum over kinds of W cut lambda(p) with lambda(p) = min(W p, 1) / R (`models.window`):
+
+        1 / b = W (cut_mark min(W m, 1) + cut_loss min(W l, 1))
+
+    (Reno below the cap: W = sqrt(2 / (b p)), Misra, Gong and Towsley 2000). Under the ECN
+    step the signal is the fraction theta of the time marked, during which lambda = 1 / R:
+    1 / b = W cut theta (DCTCP, cut = alpha / 2 = theta / 2: W = 2 / (b theta^2), Alizadeh,
+    Javanmard and Prabhakar 2011). inf where nothing signals."""
+    target = 1.0 / ack_ratio
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if step:
+            return target / (cut_mark * mark + cut_loss * loss)
+        # the right side rises with W: quadratic below the breakpoints 1/m and 1/l, linear
+        # past both; its root lies in one of the three intervals
+        breaks = np.sort(np.stack([1.0 / mark, 1.0 / loss]), axis=0)
+        window = np.full(mark.shape, np.inf)
+        for low, high in ((0.0, breaks[0]), (breaks[0], breaks[1]), (breaks[1], np.inf)):
+            capped_mark, capped_loss = 1.0 / mark <= low, 1.0 / loss <= low
+            square = (np.where(capped_mark, 0.0, cut_mark * mark)
+                      + np.where(capped_loss, 0.0, cut_loss * loss))
+            linear = np.where(capped_mark, cut_mark, 0.0) + np.where(capped_loss, cut_loss, 0.0)
+            root = 2 * target / (linear + np.sqrt(linear**2 + 4 * square * target))
+            window = np.where((root >= low) & (root <= high) & np.isinf(window), root, window)
+        return window
 
 
 def dcqcn_rest_rate(p: float, tau: float, tau_alpha: float, stages: float, byte_counter: float,
@@ -260,6 +354,7 @@ def _nic_share(wanted: np.ndarray, nic: np.ndarray, count: np.ndarray, capacity:
     """Each flow's part of its NIC when the NIC is the limit: the NIC's rate shared in
     proportion to what the flows want (the solver's rule), infinite on an unlimited NIC."""
     links = capacity.size
-    demand = np.bincount(nic, weights=count * wanted, minlength=links + 1)[nic]
     nic_rate = np.append(capacity, np.inf)[nic]
-    return np.where(demand > nic_rate, wanted * nic_rate / np.maximum(demand, 1e-300), np.inf)
+    wanted = np.minimum(wanted, nic_rate)  # a flow that nothing signals wants all of its NIC
+    demand = np.bincount(nic, weights=count * wanted, minlength=links + 1)[nic]
+    return np.where(demand >= nic_rate, wanted * nic_rate / np.maximum(demand, 1e-300), np.inf)

@@ -24,11 +24,11 @@ def analyze(
 ) -> None:
     """Predict each flow's rate from the network alone, in a second: max-min fair, proportionally
     fair, for Reno its own allocation (the optimum of -2 / (b T^2 x) at the base round trips;
-    queues lengthen them) and, where the model has one (Reno with reaction = "mean", DCQCN, on
-    RED or DCQCN marking), its rest state (rates and the queues that hold them) and its linear
-    stability per bottleneck: stable or not, the rightmost root, the time to settle or the
-    period of the oscillation, the phase margin, the critical loop delay and the gain margin.
-    Single-path flows."""
+    queues lengthen them) and, where the model has one (Reno and DCTCP with reaction = "mean",
+    DCQCN; on RED or DCQCN marking, and Reno and DCTCP on the ECN step), its rest state (rates
+    and the queues that hold them) and, on marking ramps, its linear stability per bottleneck:
+    stable or not, the rightmost root, the time to settle or the period of the oscillation, the
+    phase margin, the critical loop delay and the gain margin. Single-path flows."""
     with user_errors():
         setup_jax(1)
         scenario = load_scenario(scenario_file)
@@ -45,7 +45,9 @@ def analyze(
         table.add_row("...", f"{len(names)} flows", *("" for _ in columns))
     console.print(table)
     console.print(f"Rest state: {queues}")
-    if stable is not None:
+    if isinstance(stable, str):
+        console.print(f"Linear stability: {stable}")
+    elif stable is not None:
         console.print(_stability_table(stable))
         for part in stable.component.values[stable.neutral.values > 0]:
             console.print(f"{_shortened(str(stable.links.values[part]))}: the rest state is "
@@ -88,10 +90,10 @@ def _stability_table(result: xr.Dataset) -> Table:
 
 
 def _predictions(scenario: Scenario
-                 ) -> tuple[list[str], dict[str, np.ndarray], str, xr.Dataset | None]:
+                 ) -> tuple[list[str], dict[str, np.ndarray], str, xr.Dataset | str | None]:
     """Per flow: its "src->dst" and each prediction's rate (bytes/s); the rest state's
-    non-empty queues, or why there is none, in words; its stability (None where there is no
-    rest state)."""
+    non-empty queues, or why there is none, in words; its stability, or why there is none
+    (None where there is no rest state)."""
     from pathflow.analysis.equilibrium import equilibrium, rest_state
     from pathflow.analysis.fairness import alpha_fair, max_min, network_of, reno_allocation
     from pathflow.analysis.stability import stability
@@ -115,4 +117,8 @@ def _predictions(scenario: Scenario
     loaded = rest.queue.values > 0
     queues = ", ".join(f"{link} {format_bytes(float(q))}" for link, q in
                        zip(rest.link.values[loaded], rest.queue.values[loaded], strict=True))
-    return names, columns, queues or "no queue", stability(scenario, rest=found)
+    try:
+        stable: xr.Dataset | str = stability(scenario, rest=found)
+    except ScenarioError as why:  # a rest state without a linearisation (the ECN step)
+        stable = f"none derived ({why})"
+    return names, columns, queues or "no queue", stable
