@@ -15,6 +15,7 @@ from pathflow import Scenario, ScenarioError
 from pathflow.analysis.fairness import (
     Network,
     alpha_fair,
+    dctcp_allocation,
     fairness_of,
     max_min,
     network_of,
@@ -37,13 +38,15 @@ def parking_lot_routing(links: int) -> np.ndarray:
 @pytest.mark.parametrize("links", [1, 2, 3, 5])
 def test_parking_lot_closed_forms(links: int) -> None:
     """Max-min: every flow c/2. Proportional: the long flow c/(N+1), each short one N c/(N+1).
-    Alpha = 2 (equal weights): x_short = sqrt(N) x_long, so x_long = c/(1 + sqrt N)."""
+    Alpha = 2 (equal weights): x_short = sqrt(N) x_long, so x_long = c/(1 + sqrt N). Alpha =
+    1/2 (DCTCP on the ECN step): x_short = N^2 x_long, so x_long = c/(1 + N^2)."""
     network = Network(parking_lot_routing(links), np.full(links, C), np.ones(links + 1))
     np.testing.assert_allclose(max_min(network), C / 2, rtol=1e-12)
     proportional = alpha_fair(network, 1.0)
     assert proportional[0] == pytest.approx(C / (links + 1), rel=1e-6)
     np.testing.assert_allclose(proportional[1:], links * C / (links + 1), rtol=1e-6)
     assert alpha_fair(network, 2.0)[0] == pytest.approx(C / (1 + math.sqrt(links)), rel=1e-6)
+    assert alpha_fair(network, 0.5)[0] == pytest.approx(C / (1 + links**2), rel=1e-6)
 
 
 def test_max_min_with_unequal_links_and_counts() -> None:
@@ -110,6 +113,27 @@ def test_fluid_reno_on_a_parking_lot_is_its_utility_optimum(tmp_path: Path, link
     assert result.attrs["distance_max_min"] > 0.3
     long, short = result.simulated.values[0], result.simulated.values[1:]
     assert long < short.min()
+
+
+def test_dctcp_shares_in_inverse_proportion_to_the_round_trip() -> None:
+    """Two DCTCP flows on one bottleneck: on a ramp x1 / x2 = T2 / T1 (weights 2 / (b T)); on
+    the ECN step the price sqrt(2 / (b T x)) is the same for both, so T1 x1 = T2 x2 again.
+    Both fill the link."""
+    network = Network(np.ones((1, 2)), np.array([1.25e9]), np.ones(2))
+    for step in (False, True):
+        rates = dctcp_allocation(network, np.array([100e-6, 300e-6]), 1500.0, step=step)
+        assert rates[0] / rates[1] == pytest.approx(3.0, rel=1e-6)
+        assert rates.sum() == pytest.approx(1.25e9, rel=1e-6)
+
+
+def test_fluid_dctcp_on_a_parking_lot_is_its_utility_optimum(tmp_path: Path) -> None:
+    """DCTCP (mean form) on the RED parking lot: weighted proportional fairness (weights
+    2 / (b T) at its own round trips) within 1 %; not Reno's allocation."""
+    scenario = _parking_lot(tmp_path, 3).with_updates(
+        {"transport.cc": "dctcp", "transport.reaction": "mean"})
+    result = fairness_of(pathflow.simulate(scenario), scenario)
+    assert result.attrs["distance_dctcp"] < 0.01
+    assert result.attrs["distance_proportional"] > 0.05
 
 
 def test_analyze_prints_the_predictions_and_refuses_multipath(tmp_path: Path) -> None:

@@ -15,7 +15,10 @@ x_f per flow (bytes/s) with R x <= c. Three predictions:
 - **A protocol's own allocation**, the optimum of its utility (Kelly, Maulloo and Tan 1998; Low
   2003). Reno, whose loss rate p settles at 2 / (b x^2 T^2) (x in packets/s, T the round trip,
   b the ACK ratio; the mean-field square-root law), maximises U(x) = -2 / (b T^2 x): alpha = 2
-  with weight 2 / (b T^2). DCTCP, DCQCN and the MPTCP family follow in later work (issue 12).
+  with weight 2 / (b T^2). DCTCP in mean-field form rests at W = 2 / (b p) on a marking ramp
+  (`analysis.equilibrium`): p = 2 / (b T x), weighted proportional fairness, U(x) = 2 / (b T)
+  log x; on the ECN step its price is the marked fraction, sqrt(2 / (b T x)): alpha = 1/2 with
+  weight sqrt(2 / (b T)). DCQCN and the MPTCP family follow in later work (issue 12).
 
 The optimum is found on the dual (Low and Lapsley 1999): link prices p >= 0, a flow's price
 q_f = sum_l R_lf p_l, its demand x_f(q) = (w_f / q_f)^(1 / alpha), and the prices minimise
@@ -51,7 +54,8 @@ from pathflow.compile import Compiled, compile_scenario
 from pathflow.metrics import jain_index, throughput
 from pathflow.scenario import Scenario, ScenarioError
 
-__all__ = ["Network", "alpha_fair", "fairness_of", "max_min", "network_of", "reno_allocation"]
+__all__ = ["Network", "alpha_fair", "dctcp_allocation", "fairness_of", "max_min", "network_of",
+           "reno_allocation"]
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,19 @@ def reno_allocation(network: Network, rtt: np.ndarray, packet: float,
     return alpha_fair(in_packets, 2.0, weight) * packet
 
 
+def dctcp_allocation(network: Network, rtt: np.ndarray, packet: float,
+                     ack_ratio: float = 1.0, step: bool = False) -> np.ndarray:
+    """DCTCP's own allocation (bytes/s), mean-field form. On a marking ramp its rest law W =
+    2 / (b p) is p = 2 / (b T x): weighted proportional fairness, U(x) = 2 / (b T) log x. On the
+    ECN step, alpha = sqrt(2 / (b W)) is the price: U(x) = 2 sqrt(2 x / (b T)), alpha-fairness
+    with alpha = 1/2 and weight sqrt(2 / (b T)). x in packets/s, T the round trip `rtt` (s)."""
+    rtt = np.asarray(rtt, float)
+    in_packets = Network(network.routing, network.capacity / packet, network.count)
+    if step:
+        return alpha_fair(in_packets, 0.5, np.sqrt(2.0 / (ack_ratio * rtt))) * packet
+    return alpha_fair(in_packets, 1.0, 2.0 / (ack_ratio * rtt)) * packet
+
+
 def fairness_of(ds: xr.Dataset, scenario: Scenario, warmup: float | None = None
                 ) -> xr.Dataset:
     """A simulated allocation (either engine's result `ds` of `scenario`) beside the max-min
@@ -165,13 +182,16 @@ def fairness_of(ds: xr.Dataset, scenario: Scenario, warmup: float | None = None
     predictions = {"max_min": max_min(network)[controller],
                    "proportional": alpha_fair(network, 1.0)[controller]}
     transport = scenario.si.transport
-    if transport.cc == "reno":
+    if transport.cc in ("reno", "dctcp"):
         after = ds.time > (ds.attrs.get("warmup_s", 0.0) if warmup is None else warmup)
         rtt_flow = ds.rtt.sel(time=after).mean("time").values
         rtt = np.zeros(network.count.size)
         rtt[controller[ds.subflow_flow.values]] = rtt_flow
-        predictions["reno"] = reno_allocation(network, rtt, transport.mss,
-                                              transport.parameters["ack_ratio"])[controller]
+        ack_ratio = transport.parameters["ack_ratio"]
+        predictions[transport.cc] = (
+            reno_allocation(network, rtt, transport.mss, ack_ratio) if transport.cc == "reno"
+            else dctcp_allocation(network, rtt, transport.mss, ack_ratio,
+                                  step=scenario.si.aqm.kind == "ecn_step"))[controller]
     out = xr.Dataset({"simulated": ("flow", simulated, {"units": "bytes/s"})},
                      coords={"flow": ds.flow.values})
     scale = float(np.mean(simulated)) or math.nan

@@ -22,13 +22,14 @@ def analyze(
     scenario_file: Annotated[Path, typer.Argument(metavar="SCENARIO.toml",
                                                   help="Scenario file (see run --help).")],
 ) -> None:
-    """Predict each flow's rate from the network alone, in a second: max-min fair, proportionally
-    fair, for Reno its own allocation (the optimum of -2 / (b T^2 x) at the base round trips;
-    queues lengthen them) and, where the model has one (Reno and DCTCP with reaction = "mean",
-    DCQCN; on RED or DCQCN marking, and Reno and DCTCP on the ECN step), its rest state (rates
-    and the queues that hold them) and, on marking ramps, its linear stability per bottleneck:
-    stable or not, the rightmost root, the time to settle or the period of the oscillation, the
-    phase margin, the critical loop delay and the gain margin. Single-path flows."""
+    """Predict each flow's rate from the network alone, in a second: max-min fair,
+    proportionally fair, for Reno and DCTCP their own allocation (the optimum of their utility
+    at the base round trips; queues lengthen them) and, where the model has one (Reno and DCTCP
+    with reaction = "mean", DCQCN; on RED or DCQCN marking, and Reno and DCTCP on the ECN
+    step), its rest state (rates and the queues that hold them) and, on marking ramps, its
+    linear stability per bottleneck: stable or not, the rightmost root, the time to settle or
+    the period of the oscillation, the phase margin, the critical loop delay and the gain
+    margin. Single-path flows."""
     with user_errors():
         setup_jax(1)
         scenario = load_scenario(scenario_file)
@@ -95,7 +96,13 @@ def _predictions(scenario: Scenario
     non-empty queues, or why there is none, in words; its stability, or why there is none
     (None where there is no rest state)."""
     from pathflow.analysis.equilibrium import equilibrium, rest_state
-    from pathflow.analysis.fairness import alpha_fair, max_min, network_of, reno_allocation
+    from pathflow.analysis.fairness import (
+        alpha_fair,
+        dctcp_allocation,
+        max_min,
+        network_of,
+        reno_allocation,
+    )
     from pathflow.analysis.stability import stability
     from pathflow.compile import compile_scenario
 
@@ -103,11 +110,15 @@ def _predictions(scenario: Scenario
     columns = {"max-min": max_min(network)[controller],
                "proportional": alpha_fair(network, 1.0)[controller]}
     transport = scenario.si.transport
+    assert network.base_rtt is not None
+    ack_ratio = transport.parameters.get("ack_ratio")
     if transport.cc == "reno":
-        assert network.base_rtt is not None
         columns["Reno (base RTT)"] = reno_allocation(
-            network, network.base_rtt, transport.mss, transport.parameters["ack_ratio"]
-        )[controller]
+            network, network.base_rtt, transport.mss, ack_ratio)[controller]
+    if transport.cc == "dctcp":
+        columns["DCTCP (base RTT)"] = dctcp_allocation(
+            network, network.base_rtt, transport.mss, ack_ratio,
+            step=scenario.si.aqm.kind == "ecn_step")[controller]
     try:
         found = rest_state(scenario)
     except ScenarioError as why:  # the table stands without it; say why it is missing
