@@ -156,9 +156,15 @@ def rest_state(scenario: Scenario) -> RestState:
         return _fischer_burmeister(scaled, (1.0 - load / capacity)[marking])
 
     start = np.full(int(marking.sum()), 0.5)
+    # a link's balance moves with the position of the links its flows cross, and of those that
+    # flows sharing a NIC with them cross: differences of unrelated links are taken together
+    crossed = (routing[marking] > 0).astype(float)
+    same_nic = (nic[:, None] == nic[None, :]) & (nic[:, None] < links)
+    related = (crossed @ (same_nic | np.eye(nic.size, dtype=bool)) @ crossed.T > 0)
+    jacobian = _grouped_differences(residual, related | np.eye(start.size, dtype=bool))
     try:
-        found = scipy.optimize.least_squares(residual, start, bounds=(0.0, 1.0), xtol=1e-14,
-                                             ftol=1e-14, gtol=1e-14, method="trf")
+        found = scipy.optimize.least_squares(residual, start, jac=jacobian, bounds=(0.0, 1.0),
+                                             xtol=1e-14, ftol=1e-14, gtol=1e-14, method="trf")
     except np.linalg.LinAlgError as why:
         raise ScenarioError(f"the rest state was not found: the root solver failed ({why}) on "
                             f"{start.size} loaded marking links") from None
@@ -167,6 +173,40 @@ def rest_state(scenario: Scenario) -> RestState:
     queue, p_link, rtt, window, rate = state(np.where(found.x > 1e-8, found.x, 0.0))
     return RestState(compiled, network, queue, p_link, rate, window, rtt,
                      float(np.max(np.abs(found.fun))) if found.fun.size else 0.0)
+
+
+def _grouped_differences(function: Callable[[np.ndarray], np.ndarray], related: np.ndarray
+                         ) -> Callable[[np.ndarray], np.ndarray]:
+    """The Jacobian of `function` by forward differences, columns whose rows (`related`: rows x
+    columns, where an entry may be non-zero) do not meet perturbed together, one evaluation per
+    group (Curtis, Powell and Reid 1974), the step turned back inside [0, 1]."""
+    groups: list[list[int]] = []
+    rows: list[np.ndarray] = []
+    for column in range(related.shape[1]):
+        free = next((g for g, taken in enumerate(rows) if not (taken & related[:, column]).any()),
+                    None)
+        if free is None:
+            groups.append([])
+            rows.append(np.zeros(related.shape[0], bool))
+            free = len(groups) - 1
+        groups[free].append(column)
+        rows[free] |= related[:, column]
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        at = function(x)
+        out = np.zeros((at.size, x.size))
+        for group in groups:
+            step = 1.49e-8 * np.maximum(1.0, np.abs(x[group]))
+            step = np.where(x[group] + step > 1.0, -step, step)
+            moved = x.copy()
+            moved[group] += step
+            change = function(moved) - at
+            for column, h in zip(group, step, strict=True):
+                hit = related[:, column]
+                out[hit, column] = change[hit] / h
+        return out
+
+    return jacobian
 
 
 @dataclass(frozen=True)
