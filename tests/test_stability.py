@@ -169,6 +169,24 @@ def test_dcqcn_published_verdicts_at_85us() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:aqm.pfc")
+def test_large_systems_find_the_same_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    """Where the discretised generator would be too large, the roots are seeded from the
+    delay-free Pade system instead: the same rightmost roots as the generator's on DCQCN (N =
+    10 at 85 us, unstable, three signals per flow) and on the Reno/RED parking lot (delays
+    that differ per flow)."""
+    import pathflow.analysis.stability as module
+
+    for lin in (linearize(_dcqcn(10, LOOP)), linearize(_parking_lot(tmp_path, 3))):
+        dense = characteristic_roots(lin, count=3)
+        with monkeypatch.context() as patch:
+            patch.setattr(module, "DENSE", 0)
+            seeded = characteristic_roots(lin, count=3)
+        assert dense.size == 3
+        np.testing.assert_allclose(seeded, dense, rtol=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore:aqm.pfc")
 def test_dcqcn_critical_delay_against_the_simulation() -> None:
     """N = 10: below the predicted critical delay (85 % of it) the simulated queue settles;
     above it (115 %) it oscillates with the predicted period near onset (within 15 %)."""

@@ -27,8 +27,10 @@ Around the rest point z* (the root of F(z, g(z)) = 0, polished by Newton from
 
 with characteristic matrix T(s) = s I - A0 - B E(s) C, E(s) = diag(exp(-s D_c)). Its roots
 are found by the pseudospectral discretisation of the system's infinitesimal generator on
-Chebyshev nodes over [-max D, 0] (Breda, Maset and Vermiglio 2005), then polished by Newton on
-det T(s) = 0 (step 1 / trace(T^-1 T')). The rest state is stable when every root has a negative
+Chebyshev nodes over [-max D, 0] (Breda, Maset and Vermiglio 2005; for large networks, where
+that matrix would be too big, the eigenvalues of the delay-free system with every delay
+replaced by its order-4 Pade approximant instead), then polished by Newton on det T(s) = 0
+(step 1 / trace(T^-1 T')). The rest state is stable when every root has a negative
 real part; the rightmost root s = -sigma + j omega gives the decay time 1 / sigma, the time to
 settle within 10 % of a perturbation, ln(10) / sigma, and the period 2 pi / omega of the
 oscillation. A rightmost root with a positive real part predicts that the rest state is left
@@ -90,9 +92,9 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
 import scipy.optimize
+import scipy.signal
 import scipy.sparse
 import scipy.sparse.csgraph
-import scipy.sparse.linalg
 import xarray as xr
 
 from pathflow.analysis.equilibrium import RestState, rest_state
@@ -103,6 +105,7 @@ __all__ = ["Linearization", "characteristic_roots", "linearize", "loop_margins",
 
 SIGNALS = ("mark", "loss", "acked")  # the delayed signals of each controller
 DENSE = 2000  # the largest discretised generator whose eigenvalues are all computed
+PADE_ORDER = 4  # of the delay-free approximation that seeds Newton on larger systems
 GAIN_RANGE = 1e3  # gain margins above it are reported as inf
 
 
@@ -137,7 +140,9 @@ def linearize(scenario: Scenario, rest: RestState | None = None) -> Linearizatio
 def characteristic_roots(lin: Linearization, nodes: int = 32, count: int = 8) -> np.ndarray:
     """The `count` rightmost roots (1/s) of det(s I - A0 - B E(s) C) = 0 with non-negative
     imaginary part, rightmost first: eigenvalues of the Chebyshev discretisation of the
-    infinitesimal generator with `nodes` intervals, each polished by Newton."""
+    infinitesimal generator with `nodes` intervals or, where that has more than DENSE rows,
+    of the delay-free system with each delay replaced by its Pade approximant (`_rational`),
+    each polished by Newton on the exact det T(s)."""
     n = lin.a0.shape[0]
     if n == 0:
         return np.zeros(0, complex)
@@ -147,7 +152,7 @@ def characteristic_roots(lin: Linearization, nodes: int = 32, count: int = 8) ->
     elif n * (nodes + 1) <= DENSE:
         guesses = np.linalg.eigvals(_generator(lin, nodes, span).toarray())
     else:
-        guesses = _near_the_axis(_generator(lin, nodes, span), nodes / span, span)
+        guesses = np.linalg.eigvals(_rational(_compressed(lin)))
     guesses = guesses[(guesses.imag >= 0) & np.isfinite(guesses)]
     # the discretisation resolves roots with |Im s| span below about the node count
     guesses = guesses[np.abs(guesses.imag) * span <= nodes]
@@ -167,6 +172,7 @@ def loop_margins(lin: Linearization, points: int | None = None) -> Margins:
     docstring), from the characteristic loci of G(j omega) on a logarithmic grid of `points`
     frequencies (default 4000, 600 beyond 8 signals), each crossing refined by bisection.
     Gain margins above GAIN_RANGE are reported as inf."""
+    lin = _compressed(lin)
     if points is None:
         points = 4000 if lin.c.shape[0] <= 8 else 600
     if lin.c.shape[0] == 0:
@@ -624,19 +630,48 @@ def _generator(lin: Linearization, nodes: int, span: float) -> scipy.sparse.csr_
     return scipy.sparse.vstack([scipy.sparse.csr_matrix(top), below]).tocsr()
 
 
-def _near_the_axis(generator: scipy.sparse.csr_matrix, highest: float, span: float,
-                   shifts: int = 8, each: int = 24) -> np.ndarray:
-    """Eigenvalues of a large discretised generator nearest to points just right of the
-    imaginary axis, from 1/span to 1/span + j `highest` (shift-and-invert Arnoldi from a fixed
-    start, so runs repeat): the rightmost roots of delay systems lie near the axis."""
-    matrix = generator.astype(complex)
-    start = np.ones(matrix.shape[0], complex)
-    found = []
-    for shift in 1.0 / span + 1j * np.linspace(0.0, highest, shifts):
-        found.append(scipy.sparse.linalg.eigs(matrix, k=min(each, matrix.shape[0] - 2),
-                                              sigma=shift, v0=start,
-                                              return_eigenvectors=False))
-    return np.concatenate(found)
+def _compressed(lin: Linearization) -> Linearization:
+    """The same system with the channels of each delay reduced to the rank of their coupling
+    B_D C_D (a Reno flow's mark and rate signals act on its window as one product: rank 1).
+    The roots, and the non-zero characteristic loci, are unchanged: G(s) = C R(s) B E(s) and
+    R(s) sum_D B_D C_D e^(-s D) have the same non-zero eigenvalues."""
+    b, c, delays = [], [], []
+    for delay in np.unique(lin.delay):
+        group = lin.delay == delay
+        across, upper = np.linalg.qr(lin.c[group].T)  # C_D = upper^T across^T
+        u, sizes, v = np.linalg.svd(lin.b[:, group] @ upper.T, full_matrices=False)
+        keep = sizes > 1e-12 * max(float(sizes.max(initial=0.0)), 1e-300)
+        b.append(u[:, keep] * sizes[keep])
+        c.append(v[keep] @ across.T)
+        delays.append(np.full(int(keep.sum()), delay))
+    channels = [f"combined[{i}]" for i in range(sum(d.size for d in delays))]
+    n = lin.a0.shape[0]
+    return lin._replace(b=np.hstack([np.zeros((n, 0)), *b]), c=np.vstack([np.zeros((0, n)), *c]),
+                        delay=np.concatenate([np.zeros(0), *delays]), channels=channels)
+
+
+def _rational(lin: Linearization, order: int = PADE_ORDER) -> np.ndarray:
+    """A delay-free system whose eigenvalues approximate the rightmost roots: each channel's
+    delay e^(-s D) replaced by its (order, order) Pade approximant, realised in state space
+    (`order` states per channel). Exact as D -> 0; the phase of order 4 is within 0.1 degree
+    at |s| D = pi and 10 degrees at 2 pi, so Newton on the true det T(s) starts close to each
+    root near the axis."""
+    n, k = lin.a0.shape[0], lin.delay.size
+    coefficients = [math.factorial(2 * order - j) * math.factorial(order)
+                    / (math.factorial(2 * order) * math.factorial(j)
+                       * math.factorial(order - j)) for j in range(order, -1, -1)]
+    signs = [(-1.0) ** j for j in range(order, -1, -1)]
+    # e^(-x) ~ N(-x) / N(x): in x = s D, then scaled to s (A / D, b / D)
+    a1, b1, c1, d1 = scipy.signal.tf2ss(np.multiply(signs, coefficients), coefficients)
+    size = n + order * k
+    matrix = np.zeros((size, size))
+    matrix[:n, :n] = lin.a0 + float(d1[0, 0]) * lin.b @ lin.c
+    for i, delay in enumerate(lin.delay):
+        rows = slice(n + order * i, n + order * (i + 1))
+        matrix[rows, rows] = a1 / delay
+        matrix[rows, :n] = (b1 / delay) @ lin.c[i:i + 1]
+        matrix[:n, rows] = lin.b[:, i:i + 1] @ c1
+    return matrix
 
 
 def _interpolation_row(x: np.ndarray, weights: np.ndarray, point: float) -> np.ndarray:
@@ -682,16 +717,19 @@ def _loop(lin: Linearization, omega: float) -> np.ndarray:
     return (lin.c @ np.linalg.solve(s * np.eye(n) - lin.a0, lin.b)) * np.exp(-s * lin.delay)
 
 
-def _loci(lin: Linearization, omegas: np.ndarray) -> np.ndarray:
+def _loci(lin: Linearization, omegas: np.ndarray, batch: int = 64) -> np.ndarray:
     """The eigenvalues of G(j omega) along `omegas`, matched point to point into branches."""
-    loci = np.empty((omegas.size, lin.c.shape[0]), complex)
-    for i, omega in enumerate(omegas):
-        values = np.linalg.eigvals(_loop(lin, omega))
-        if i:
-            cost = np.abs(loci[i - 1][:, None] - values[None, :])
-            _, order = scipy.optimize.linear_sum_assignment(cost)
-            values = values[order]
-        loci[i] = values
+    n = lin.a0.shape[0]
+    values_at = []
+    for first in range(0, omegas.size, batch):
+        s = 1j * omegas[first:first + batch, None, None]
+        resolvent_b = np.linalg.solve(s * np.eye(n) - lin.a0, lin.b)
+        values_at.append(np.linalg.eigvals(
+            (lin.c @ resolvent_b) * np.exp(-s * lin.delay[None, :])))
+    loci = np.concatenate(values_at)
+    for i in range(1, omegas.size if loci.shape[1] > 1 else 0):
+        cost = np.abs(loci[i - 1][:, None] - loci[i][None, :])
+        loci[i] = loci[i][scipy.optimize.linear_sum_assignment(cost)[1]]
     return loci
 
 
