@@ -720,12 +720,17 @@ def _loop(lin: Linearization, omega: float) -> np.ndarray:
 def _loci(lin: Linearization, omegas: np.ndarray, batch: int = 64) -> np.ndarray:
     """The eigenvalues of G(j omega) along `omegas`, matched point to point into branches."""
     n = lin.a0.shape[0]
+    modes, vectors = np.linalg.eig(lin.a0)
+    # (j omega - A0)^-1 = V diag(1 / (j omega - lambda)) V^-1, where V is well conditioned
+    diagonal = np.linalg.cond(vectors) < 1e8
+    if diagonal:
+        left, right = lin.c @ vectors, np.linalg.solve(vectors, lin.b)
     values_at = []
     for first in range(0, omegas.size, batch):
         s = 1j * omegas[first:first + batch, None, None]
-        resolvent_b = np.linalg.solve(s * np.eye(n) - lin.a0, lin.b)
-        values_at.append(np.linalg.eigvals(
-            (lin.c @ resolvent_b) * np.exp(-s * lin.delay[None, :])))
+        loop = (np.matmul(left[None] / (s - modes[None, None, :]), right) if diagonal
+                else lin.c @ np.linalg.solve(s * np.eye(n) - lin.a0, lin.b))
+        values_at.append(np.linalg.eigvals(loop * np.exp(-s * lin.delay[None, :])))
     loci = np.concatenate(values_at)
     for i in range(1, omegas.size if loci.shape[1] > 1 else 0):
         cost = np.abs(loci[i - 1][:, None] - loci[i][None, :])
