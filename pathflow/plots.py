@@ -65,7 +65,8 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
     the queue stays below the standing-queue size (x: not converged by that criterion) beside
     the time the run settled. A scenario with barrier-synchronised rounds adds a row: the
     goodput of the completed rounds (the incast experiment's goodput against servers, one flow
-    each) and how many rounds completed."""
+    each) and how many rounds completed. With predictions (`sweep --analyze`), dashed: the
+    rest state's queue and the linear settling time beside the simulated ones."""
     packet = float(ds.attrs.get("packet_bytes", 1500))
     standing = float(ds.attrs.get("standing_queue", np.nan))
     # NaN rounds: the scenario has none (0: rounds, none completed)
@@ -99,6 +100,12 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
         settled = one.convergence_time.values
         convergence.plot(flows, np.where(np.isfinite(settled), settled * 1e3, np.nan), ":",
                          color=colour, label=f"{own}settled")
+        if "predicted_queue" in one:  # `sweep --analyze`: the model's own prediction
+            queue.plot(flows, one.predicted_queue / 1e3, "--", lw=1.2, color=colour,
+                       label=f"{own}rest state (predicted)")
+            settle = one.predicted_settling_time.values
+            convergence.plot(flows, np.where(np.isfinite(settle), settle * 1e3, np.nan), "--d",
+                             ms=3, color=colour, label=f"{own}settling (predicted, linear)")
         stuck = ~np.isfinite(below)
         if stuck.any():
             convergence.plot(flows[stuck], np.full(stuck.sum(), top), "x", color=colour,

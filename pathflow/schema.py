@@ -232,6 +232,19 @@ _SWEEP_SUMMARIES = {
                                              "run, summed over traffic groups (nan: no rounds)"),
 }  # fmt: skip
 
+# `pathflow sweep --analyze`: each point predicted from the model alone (pathflow.analysis.predict)
+_SWEEP_PREDICTIONS = {
+    "predicted_queue": Field(_PER_RUN, "bytes", "largest queue of the rest state (nan: no rest "
+                                                "state derived)"),
+    "predicted_stable": Field(_PER_RUN, "1", "1 if the rest state is linearly stable, 0 if not "
+                                             "(nan: not derived)"),
+    "predicted_settling_time": Field(_PER_RUN, "s", "time a small perturbation of the rest "
+                                                    "state takes to shrink to a tenth (inf: "
+                                                    "unstable; nan: not derived)"),
+    "predicted_period": Field(_PER_RUN, "s", "period of the rightmost characteristic root (inf: "
+                                             "not oscillatory; nan: not derived)"),
+}  # fmt: skip
+
 SWEEP = Schema(
     {**{name: _DIMENSIONS[name] for name in ("time", "link")},
      "cc": "scenarios swept side by side, by congestion control (stacks runs)",
@@ -239,7 +252,8 @@ SWEEP = Schema(
     {"cc": Field(("cc",), None, "congestion control of the sweep's points"),
      "flows": Field(("flows",), "1", "flows in the sweep point"),
      **{name: spec for name, spec in _COORDINATES.items() if spec.dims in (("time",), _LINK)}},
-    {**_SWEEP_SUMMARIES, **{name: _VARIABLES[name] for name in ("queue", "utilization")}},
+    {**_SWEEP_SUMMARIES, **_SWEEP_PREDICTIONS,
+     **{name: _VARIABLES[name] for name in ("queue", "utilization")}},
     stacking=("cc", "flows"),
 )
 """A sweep (`pathflow.sweep`): per-point summaries and each point's per-link series; scenarios

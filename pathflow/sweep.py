@@ -27,6 +27,7 @@ import numpy as np
 import tomli_w
 import xarray as xr
 
+from pathflow.analysis.predict import PREDICTIONS, predict
 from pathflow.compile import Compiled, compile_scenario
 from pathflow.metrics import (
     below_since,
@@ -47,11 +48,12 @@ from pathflow.solvers.stepping import Stepping
 from pathflow.verdict import bottleneck, verdict
 
 __all__ = ["compile_together", "parse_flow_range", "run_together", "summarize_point",
-           "sweep_flows"]
+           "sweep_flows", "with_predictions"]
 
 Progress = Callable[[float, float], None]
 _CHUNK_BYTES = 1e9
-SUMMARIES = tuple(name for name, spec in SWEEP.variables.items() if not spec.dims)
+SUMMARIES = tuple(name for name, spec in SWEEP.variables.items()
+                  if not spec.dims and name not in PREDICTIONS)
 STANDING_QUEUE = 200e3  # bytes: seed 001's criterion, a queue that stays above it has not converged
 
 
@@ -229,7 +231,7 @@ def sweep_flows(scenario: Scenario | Mapping[str, Scenario], counts: list[int],
                 on_chunk: Callable[[xr.Dataset], None] | None = None,
                 before_run: Callable[[list[Compiled]], None] | None = None,
                 resume: xr.Dataset | None = None,
-                standing_queue: float = STANDING_QUEUE) -> xr.Dataset:
+                standing_queue: float = STANDING_QUEUE, analyze: bool = False) -> xr.Dataset:
     """Run `scenario` for every flow count; `on_chunk` receives the partial result after each
     chunk (to save it), `progress(done, total)` counts points (fractions within a chunk).
     `before_run` sees the compiled points before any runs (to state the cost, or refuse by
@@ -239,7 +241,9 @@ def sweep_flows(scenario: Scenario | Mapping[str, Scenario], counts: list[int],
     Several scenarios by label (`{"dcqcn": a, "dcqcn+": a.with_cc("dcqcn+")}`) run side by
     side on one time axis: the result has a `cc` dimension of the labels before `flows`, and a
     partial result holds NaN where a point has not run yet. `standing_queue` (bytes) is the
-    threshold of `summarize_point`'s seed 001 criterion."""
+    threshold of `summarize_point`'s seed 001 criterion. `analyze` adds each point's prediction
+    from the model alone (`analysis.predict`: the rest queue, stable or not, the time to settle,
+    the period) after the runs; attrs["prediction_notes"] say where and why there is none."""
     variants = dict(scenario) if isinstance(scenario, Mapping) else {"": scenario}
     points = [(label, n) for label in variants for n in counts]
     compiled = compile_together([variants[label].with_updates({"traffic.flows": n})
@@ -261,8 +265,35 @@ def sweep_flows(scenario: Scenario | Mapping[str, Scenario], counts: list[int],
             on_chunk(_combine(finished, list(variants), first, attrs))
     if first is None:  # every point was in `resume`
         assert resume is not None
-        return resume
-    return _combine(finished, list(variants), first, attrs)
+        result = resume
+    else:
+        result = _combine(finished, list(variants), first, attrs)
+    return with_predictions(result, variants) if analyze else result
+
+
+def with_predictions(result: xr.Dataset, variants: Mapping[str, Scenario]) -> xr.Dataset:
+    """`result` with the prediction of each of its points (`analysis.predict`), and in
+    attrs["prediction_notes"] why a point has none, one line per distinct reason."""
+    labels = [str(label) for label in result.cc.values] if "cc" in result.dims else [""]
+    shape = (len(labels), result.flows.size)
+    values = {name: np.full(shape, math.nan) for name in PREDICTIONS}
+    notes: dict[str, list[str]] = {}
+    for i, label in enumerate(labels):
+        for j, n in enumerate(result.flows.values):
+            found = predict(variants[label].with_updates({"traffic.flows": int(n)}))
+            for name, value in found.values.items():
+                values[name][i, j] = value
+            if found.reason:
+                notes.setdefault(found.reason, []).append(f"{label} {n}".strip())
+    dims = ("cc", "flows") if "cc" in result.dims else ("flows",)
+    out = result.copy()
+    for name, array in values.items():
+        spec = SWEEP.variables[name]
+        out[name] = (dims, array if "cc" in result.dims else array[0],
+                     {"units": spec.units, "long_name": spec.long_name})
+    out.attrs["prediction_notes"] = "\n".join(f"{', '.join(points)}: {reason}"
+                                              for reason, points in notes.items())
+    return out
 
 
 def _provenance(variants: Mapping[str, Scenario]) -> str:

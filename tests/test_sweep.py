@@ -17,6 +17,7 @@ import pathflow
 from helpers import PACKET, star
 from pathflow import sweep as sweep_module
 from pathflow.cli import app
+from pathflow.cli.console import console
 from pathflow.metrics import below_since, default_warmup, queue_stats, round_summary
 from pathflow.scenario import ScenarioError, load_scenario
 from pathflow.schema import SWEEP, check_dataset
@@ -294,3 +295,66 @@ def test_a_rounds_sweep_gives_each_points_goodput(tmp_path: Path) -> None:
             assert float(ds.round_goodput.sel(flows=n)) == pytest.approx(
                 float(single.goodput[0]), rel=1e-9, nan_ok=True)
         assert float(ds.round_goodput.sel(flows=2)) == pytest.approx(1e9 / 8, rel=0.01)
+
+
+RED_STAR = """name = "reno-red-star"
+[topology]
+kind = "star"
+senders = 8
+link_rate = "100Mbps"
+delay = "62.5us"
+buffer = "1000pkt"
+[aqm]
+kind = "red"
+min = "20pkt"
+max = "400pkt"
+pmax = 0.1
+weight = 0.002
+ecn = true
+[traffic]
+pattern = "incast"
+[transport]
+cc = "reno"
+reaction = "mean"
+[run]
+duration = "4s"
+"""
+
+
+def test_sweep_analyze_puts_the_prediction_beside_each_point(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pathflow sweep --analyze` on Reno and DCTCP (mean form) behind one RED link (4 s, the
+    last 3 judged): where the prediction has a perturbation shrink to 2 % before the judged
+    window (1.7 settling times: Reno's points), the predicted rest queue is the simulated mean
+    queue within 2 %; DCTCP's are predicted to take seconds, and its simulated queue is still
+    on its way (further off). Both are stable and settle, in the table too. Behind drop-tail
+    there is no rest point: NaN, and the reason printed."""
+    scenario = tmp_path / "red.toml"
+    scenario.write_text(RED_STAR)
+    out = tmp_path / "sweep.nc"
+    monkeypatch.setattr(console, "width", 200)  # one line per row, whatever the terminal
+    result = CliRunner().invoke(app, ["sweep", str(scenario), "--flows", "4:8:4", "--analyze",
+                                      "--cc", "reno,dctcp", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    with xr.open_dataset(out) as ds:
+        warmup = float(ds.time[-1]) / 4
+        early = (ds.predicted_settling_time * math.log(50) / math.log(10) < warmup).values
+        assert early[0].all() and not early[1].any()  # reno, dctcp
+        np.testing.assert_allclose(ds.predicted_queue.values[early],
+                                   ds.queue_mean.values[early], rtol=0.02)
+        assert (ds.predicted_stable == 1).all() and (ds.state == 0).all()
+        assert (ds.predicted_settling_time > 0).all()
+        assert ds.predicted_settling_time.attrs["units"] == "s"
+        assert ds.attrs["prediction_notes"] == ""
+    output = " ".join(result.output.split())
+    assert "rest queue" in output and "settles in" in output
+    droptail = tmp_path / "droptail.toml"
+    droptail.write_text(RED_STAR.replace('kind = "red"\nmin = "20pkt"\nmax = "400pkt"\n'
+                                         'pmax = 0.1\nweight = 0.002\necn = true',
+                                         'kind = "droptail"'))
+    result = CliRunner().invoke(app, ["sweep", str(droptail), "--flows", "4", "--analyze",
+                                      "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    with xr.open_dataset(out) as ds:
+        assert ds.predicted_queue.isnull().all() and ds.predicted_stable.isnull().all()
+    assert "no prediction for 4: aqm.kind" in " ".join(result.output.split())

@@ -98,6 +98,11 @@ def sweep(
     resume: Annotated[bool, typer.Option("--resume", help="Keep the finished points of an "
                                          "interrupted sweep in OUTPUT and run the rest.")
                       ] = False,
+    analyze: Annotated[bool, typer.Option(
+        "--analyze", help="Also predict every point from the model alone (as pathflow "
+                          "analyze): the rest state's queue, whether it is stable, the time to "
+                          "settle or the period; shown beside the simulated values, in the "
+                          "table and the figure.")] = False,
     yes: Yes = False,
     max_memory: MaxMemory = None,
     threads: Threads = 1,
@@ -143,6 +148,14 @@ def sweep(
                 result = sweep_flows(variants, counts, progress=update, on_chunk=save,
                                      before_run=before_run, resume=earlier,
                                      standing_queue=standing)
+            if analyze:
+                from pathflow.sweep import with_predictions
+
+                with preparing(f"predicting {result.flows.size * result.sizes.get('cc', 1)} "
+                               "points from the model alone", quiet):
+                    result = with_predictions(result, variants if isinstance(variants, dict)
+                                              else {"": variants})
+                write_dataset(result, str(output))
         except KeyboardInterrupt:
             if saved:
                 finished = int(saved[-1].aggregate_throughput.notnull().sum())
@@ -154,6 +167,8 @@ def sweep(
         for cc in result.cc.values if "cc" in result.dims else [None]:
             console.print(_table(result if cc is None else result.sel(cc=cc), scenario.name, cc,
                                  _servers(scenario)))
+        if result.attrs.get("prediction_notes"):
+            console.print(f"no prediction for {result.attrs['prediction_notes']}")
         plot_sweep(result, plot)
         console.print(f"wrote {output} and {plot}")
 
@@ -191,9 +206,11 @@ def _table(result: xr.Dataset, name: str, cc: str | None, servers: int | None = 
                           + (_rounds_caption(result, servers) if rounds else ""),
                   caption_justify="left")
     paused = bool((result.paused > 0).any())  # a lossless network: how long PFC held links
+    predicted = "predicted_queue" in result
     for column in ("flows", "throughput", "Jain", "latency", "p99", "queue max", "converged",
                    "state", *(["paused"] if paused else []),
-                   *(["goodput", "rounds"] if rounds else [])):
+                   *(["goodput", "rounds"] if rounds else []),
+                   *(["rest queue", "predicted"] if predicted else [])):
         table.add_column(column, justify="right", no_wrap=True)
     for i, n in enumerate(result.flows.values):
         point = result.isel(flows=i)
@@ -206,8 +223,23 @@ def _table(result: xr.Dataset, name: str, cc: str | None, servers: int | None = 
                       + ("*" if idle[i] else ""), str(states[i]),
                       *([f"{float(point.paused):.1%}"] if paused else []),
                       *([_goodput(float(point.round_goodput)),
-                         str(int(point.rounds_completed))] if rounds else []))
+                         str(int(point.rounds_completed))] if rounds else []),
+                      *(_prediction(point) if predicted else []))
     return table
+
+
+def _prediction(point: xr.Dataset) -> list[str]:
+    """A point's predicted rest queue and verdict (`pathflow.analysis.predict`), in words."""
+    queue = float(point.predicted_queue)
+    stable = float(point.predicted_stable)
+    if math.isnan(stable):
+        verdict = "-"
+    elif stable:
+        verdict = f"settles in {format_time(float(point.predicted_settling_time))}"
+    else:
+        period = float(point.predicted_period)
+        verdict = "unstable" + (f", {format_time(period)} cycle" if math.isfinite(period) else "")
+    return [format_bytes(queue) if math.isfinite(queue) else "-", verdict]
 
 
 def _goodput(rate: float) -> str:
