@@ -19,6 +19,7 @@ roots and the margins of every part.
 
     python benchmarks/bench_analyze.py                 # about a minute
     python benchmarks/bench_analyze.py --k 4           # a smaller fat-tree
+    python benchmarks/bench_analyze.py --quick --json figures.json   # k = 4, 10 ms (smoke)
 
 A measurement, not a test: nothing here asserts on speed.
 """
@@ -26,6 +27,7 @@ A measurement, not a test: nothing here asserts on speed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -95,7 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, default=8, help="fat-tree arity (default 8)")
     parser.add_argument("--duration", default="100ms", help="the reference run's duration")
+    parser.add_argument("--quick", action="store_true", help="k = 4 and a 10 ms reference run")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.k, args.duration = 4, "10ms"
     with tempfile.TemporaryDirectory(prefix="bench-analyze-") as home:
         path = Path(home) / "scenario.toml"
         path.write_text(scenario(args.k).with_updates({"run.duration": args.duration}).to_toml())
@@ -108,8 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'pathflow analyze, cached':<40} {cached:7.1f} s")
     print(f"  {f'pathflow run, {args.duration}, cached':<40} {run:7.1f} s"
           f"   (run / analyze: {run / cached:.1f}x)")
-    for name, seconds in phases(args.k).items():
+    split = phases(args.k)
+    for name, seconds in split.items():
         print(f"    {name:<38} {seconds:7.2f} s")
+    if args.json:
+        args.json.write_text(json.dumps({"cases": [{
+            "case": f"k{args.k}", "analyze_cold_s": cold, "analyze_cached_s": cached,
+            "run_s": run, "duration": args.duration, "phases_s": split}]}, indent=1))
     return 0
 
 

@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # script -> (arguments after --quick, rows the table must show, the JSON's case names)
 RUNS: dict[str, tuple[tuple[str, ...], tuple[str, ...], list[str]]] = {
+    "bench_analyze.py": ((), ("pathflow analyze, cold cache", "pathflow analyze, cached",
+                              "run / analyze", "rest state", "margins"), ["k4"]),
     "bench_dcqcn_sweep.py": ((), ("4 points, cold", "target <= 60 s", "ratio pkt/fluid"),
                              ["sweep", "dcqcn N=80", "dcqcn+ N=80"]),
     "bench_engine.py": (("--no-ns3",),
