@@ -14,6 +14,7 @@ import pathflow
 from pathflow import Scenario, ScenarioError
 from pathflow.analysis.equilibrium import equilibrium
 from pathflow.analysis.fairness import network_of, reno_allocation
+from pathflow.analysis.stability import stability
 from pathflow.compile import compile_scenario
 from pathflow.validation.cases.dcqcn import fixed_point as dcqcn_fixed_point
 from pathflow.validation.cases.dcqcn import incast as dcqcn_incast
@@ -140,6 +141,30 @@ def test_a_large_incast_rests_with_every_window_at_its_floor() -> None:
     ds = pathflow.simulate(scenario)
     steady = ds.sel(time=ds.time > 0.25)
     assert float(steady.queue.max("link").mean()) == pytest.approx(standing, rel=0.02)
+
+
+@pytest.mark.parametrize("cc", ["reno", "dctcp"])
+def test_a_k4_fat_tree_settles_at_it(cc: str) -> None:
+    """A k = 4 fat-tree permutation (1 Gb/s, RED with ECN, ECMP; mean form), ACKs of no size
+    (the equilibrium leaves their load out): every part is predicted stable, and the simulated
+    steady state is the rest state within 2 % (rates and the loaded queues; measured 1e-4)."""
+    scenario = pathflow.load_scenario(
+        Path(__file__).parents[1] / "examples" / "fattree_permutation.toml").with_updates({
+            "topology.link_rate": "1Gbps", "topology.delay": "50us",
+            "topology.buffer": "1000pkt", "aqm": RED, "transport.cc": cc,
+            "transport.reaction": "mean", "transport.ack_size": "0B", "run.seed": 4,
+            "run.duration": "6s", "run.warmup": "4s"})
+    rest = equilibrium(scenario)
+    assert rest.attrs["residual"] < 1e-8
+    assert bool(stability(scenario).stable.all())
+    ds = pathflow.simulate(scenario)
+    steady = ds.sel(time=ds.time > 4.0)
+    loaded = rest.queue.values > 0
+    assert loaded.sum() >= 5  # several bottlenecks, some shared by several flows
+    np.testing.assert_allclose(steady.flow_rate.mean("time").values, rest.rate.values,
+                               rtol=0.02)
+    np.testing.assert_allclose(steady.queue.mean("time").values[loaded],
+                               rest.queue.values[loaded], rtol=0.02)
 
 
 def test_what_has_no_rest_point_is_refused() -> None:
