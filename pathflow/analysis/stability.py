@@ -470,8 +470,12 @@ class _Closed:
     def linearize(self) -> Linearization:
         z = jnp.asarray(self.z0)
         u = self.signals(z)
-        a0, b = jax.jit(jax.jacfwd(self.field, argnums=(0, 1)))(z, u)
-        c = jax.jit(jax.jacfwd(self.signals))(z)
+
+        @jax.jit  # one program for the three Jacobians
+        def jacobians(z: jax.Array, u: jax.Array) -> tuple[jax.Array, ...]:
+            return (*jax.jacfwd(self.field, argnums=(0, 1))(z, u), jax.jacfwd(self.signals)(z))
+
+        a0, b, c = jacobians(z, u)
         rtt = np.asarray(self._rtt(self._state(z)[1]))
         loop = rtt if self.feedback == "round_trip" else np.asarray(self.base)
         # relative deviations (dz / z*, du / u*): the same roots, matrices near unit scale
@@ -576,20 +580,22 @@ class _Closed:
         def closed(y: jax.Array) -> jax.Array:
             return self.field(y, self.signals(y))
 
+        @jax.jit  # the value and the Jacobian in one program
+        def linear(y: jax.Array) -> tuple[jax.Array, jax.Array]:
+            return closed(y), jax.jacfwd(closed)(y)
+
         scale = np.maximum(np.abs(z), 1e-300)
-        jacobian = jax.jit(jax.jacfwd(closed))
-        closed = jax.jit(closed)
-        value = np.asarray(closed(jnp.asarray(z)))
         for _ in range(30):
+            value, jacobian = (np.asarray(a) for a in linear(jnp.asarray(z)))
             # least squares: a network whose queued links' flow sets are linearly dependent
             # has a line of rest states (queue shifted round a cycle of links leaves every
             # path's signal alone), and a singular Jacobian along it
-            step = np.linalg.lstsq(np.asarray(jacobian(jnp.asarray(z))), -value, rcond=None)[0]
+            step = np.linalg.lstsq(jacobian, -value, rcond=None)[0]
             z = z + step
-            value = np.asarray(closed(jnp.asarray(z)))
             if np.max(np.abs(step) / scale) < 1e-13:
                 break
-        flux = np.abs(np.asarray(jacobian(jnp.asarray(z)))) @ scale
+        value, jacobian = (np.asarray(a) for a in linear(jnp.asarray(z)))
+        flux = np.abs(jacobian) @ scale
         self.residual = float(np.max(np.abs(value) / np.maximum(flux, 1e-300)))
         if self.residual > 1e-6:
             raise ScenarioError("the rest state could not be made exact for the linearisation "
