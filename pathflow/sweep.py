@@ -231,7 +231,7 @@ def sweep_flows(scenario: Scenario | Mapping[str, Scenario], counts: list[int],
                 on_chunk: Callable[[xr.Dataset], None] | None = None,
                 before_run: Callable[[list[Compiled]], None] | None = None,
                 resume: xr.Dataset | None = None,
-                standing_queue: float = STANDING_QUEUE, analyze: bool = False) -> xr.Dataset:
+                standing_queue: float = STANDING_QUEUE) -> xr.Dataset:
     """Run `scenario` for every flow count; `on_chunk` receives the partial result after each
     chunk (to save it), `progress(done, total)` counts points (fractions within a chunk).
     `before_run` sees the compiled points before any runs (to state the cost, or refuse by
@@ -241,9 +241,8 @@ def sweep_flows(scenario: Scenario | Mapping[str, Scenario], counts: list[int],
     Several scenarios by label (`{"dcqcn": a, "dcqcn+": a.with_cc("dcqcn+")}`) run side by
     side on one time axis: the result has a `cc` dimension of the labels before `flows`, and a
     partial result holds NaN where a point has not run yet. `standing_queue` (bytes) is the
-    threshold of `summarize_point`'s seed 001 criterion. `analyze` adds each point's prediction
-    from the model alone (`analysis.predict`: the rest queue, stable or not, the time to settle,
-    the period) after the runs; attrs["prediction_notes"] say where and why there is none."""
+    threshold of `summarize_point`'s seed 001 criterion. `with_predictions` adds each point's
+    prediction from the model alone (`pathflow sweep --analyze`)."""
     variants = dict(scenario) if isinstance(scenario, Mapping) else {"": scenario}
     points = [(label, n) for label in variants for n in counts]
     compiled = compile_together([variants[label].with_updates({"traffic.flows": n})
@@ -265,10 +264,8 @@ def sweep_flows(scenario: Scenario | Mapping[str, Scenario], counts: list[int],
             on_chunk(_combine(finished, list(variants), first, attrs))
     if first is None:  # every point was in `resume`
         assert resume is not None
-        result = resume
-    else:
-        result = _combine(finished, list(variants), first, attrs)
-    return with_predictions(result, variants) if analyze else result
+        return resume
+    return _combine(finished, list(variants), first, attrs)
 
 
 def with_predictions(result: xr.Dataset, variants: Mapping[str, Scenario]) -> xr.Dataset:

@@ -55,7 +55,7 @@ from pathflow.metrics import jain_index, throughput
 from pathflow.scenario import Scenario, ScenarioError
 
 __all__ = ["Network", "alpha_fair", "dctcp_allocation", "fairness_of", "max_min", "network_of",
-           "reno_allocation"]
+           "own_allocation", "reno_allocation"]
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,20 @@ def dctcp_allocation(network: Network, rtt: np.ndarray, packet: float,
     return alpha_fair(in_packets, 1.0, 2.0 / (ack_ratio * rtt)) * packet
 
 
+def own_allocation(network: Network, rtt: np.ndarray, scenario: Scenario) -> np.ndarray | None:
+    """The allocation (bytes/s) that the scenario's congestion control maximises the utility
+    of at round trips `rtt` (s): Reno's or DCTCP's (on the ECN step or a ramp); None for the
+    others."""
+    transport = scenario.si.transport
+    ack_ratio = transport.parameters.get("ack_ratio")
+    if transport.cc == "reno":
+        return reno_allocation(network, rtt, transport.mss, ack_ratio)
+    if transport.cc == "dctcp":
+        return dctcp_allocation(network, rtt, transport.mss, ack_ratio,
+                                step=scenario.si.aqm.kind == "ecn_step")
+    return None
+
+
 def fairness_of(ds: xr.Dataset, scenario: Scenario, warmup: float | None = None
                 ) -> xr.Dataset:
     """A simulated allocation (either engine's result `ds` of `scenario`) beside the max-min
@@ -181,17 +195,12 @@ def fairness_of(ds: xr.Dataset, scenario: Scenario, warmup: float | None = None
     simulated = throughput(ds, warmup).values
     predictions = {"max_min": max_min(network)[controller],
                    "proportional": alpha_fair(network, 1.0)[controller]}
-    transport = scenario.si.transport
-    if transport.cc in ("reno", "dctcp"):
-        after = ds.time > (ds.attrs.get("warmup_s", 0.0) if warmup is None else warmup)
-        rtt_flow = ds.rtt.sel(time=after).mean("time").values
-        rtt = np.zeros(network.count.size)
-        rtt[controller[ds.subflow_flow.values]] = rtt_flow
-        ack_ratio = transport.parameters["ack_ratio"]
-        predictions[transport.cc] = (
-            reno_allocation(network, rtt, transport.mss, ack_ratio) if transport.cc == "reno"
-            else dctcp_allocation(network, rtt, transport.mss, ack_ratio,
-                                  step=scenario.si.aqm.kind == "ecn_step"))[controller]
+    after = ds.time > (ds.attrs.get("warmup_s", 0.0) if warmup is None else warmup)
+    rtt = np.zeros(network.count.size)
+    rtt[controller[ds.subflow_flow.values]] = ds.rtt.sel(time=after).mean("time").values
+    own = own_allocation(network, rtt, scenario)
+    if own is not None:
+        predictions[scenario.si.transport.cc] = own[controller]
     out = xr.Dataset({"simulated": ("flow", simulated, {"units": "bytes/s"})},
                      coords={"flow": ds.flow.values})
     scale = float(np.mean(simulated)) or math.nan

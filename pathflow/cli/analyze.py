@@ -59,6 +59,9 @@ def analyze(
                           "left out of the verdict")
 
 
+_OWN_NAMES = {"reno": "Reno", "dctcp": "DCTCP"}  # the controls with an allocation of their own
+
+
 def _shortened(links: str) -> str:
     """A part's queued links, the first two and how many where there are more than three."""
     names = links.split(", ")
@@ -96,29 +99,17 @@ def _predictions(scenario: Scenario
     non-empty queues, or why there is none, in words; its stability, or why there is none
     (None where there is no rest state)."""
     from pathflow.analysis.equilibrium import equilibrium, rest_state
-    from pathflow.analysis.fairness import (
-        alpha_fair,
-        dctcp_allocation,
-        max_min,
-        network_of,
-        reno_allocation,
-    )
+    from pathflow.analysis.fairness import alpha_fair, max_min, network_of, own_allocation
     from pathflow.analysis.stability import stability
     from pathflow.compile import compile_scenario
 
     network, controller, names = network_of(compile_scenario(scenario))
     columns = {"max-min": max_min(network)[controller],
                "proportional": alpha_fair(network, 1.0)[controller]}
-    transport = scenario.si.transport
     assert network.base_rtt is not None
-    ack_ratio = transport.parameters.get("ack_ratio")
-    if transport.cc == "reno":
-        columns["Reno (base RTT)"] = reno_allocation(
-            network, network.base_rtt, transport.mss, ack_ratio)[controller]
-    if transport.cc == "dctcp":
-        columns["DCTCP (base RTT)"] = dctcp_allocation(
-            network, network.base_rtt, transport.mss, ack_ratio,
-            step=scenario.si.aqm.kind == "ecn_step")[controller]
+    own = own_allocation(network, network.base_rtt, scenario)
+    if own is not None:
+        columns[f"{_OWN_NAMES[scenario.si.transport.cc]} (base RTT)"] = own[controller]
     try:
         found = rest_state(scenario)
     except ScenarioError as why:  # the table stands without it; say why it is missing
