@@ -261,7 +261,7 @@ def packet_run(scenario: Any) -> dict[str, Any]:
 
 def seeds_run(duration: str, seeds: int) -> dict[str, Any]:
     """`seeds` hash seeds of the ecmp case in one batched solve, against the first alone."""
-    from pathflow.sweep import compile_together, run_together
+    from pathflow.batch import compile_together, run_together
 
     base = case_scenario("seeds", duration)
     scenarios = [base.with_updates({"run.seed": s}) for s in range(1, seeds + 1)]

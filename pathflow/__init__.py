@@ -4,6 +4,7 @@
     >>> scenario = pathflow.load_scenario("scenario.toml")
     >>> ds = pathflow.simulate(scenario)          # xarray.Dataset: queue, flow_rate, cwnd, ...
     >>> pathflow.metrics.summarize(ds)
+    >>> grid = pathflow.sweep(scenario, "80:2000", set={"aqm.threshold": "20pkt,40pkt"})
 
 pathflow computes in float64 by default (DESIGN §4), so importing it enables JAX's x64 mode.
 """
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 from pathflow import metrics, verdict  # noqa: E402
 from pathflow.scenario import Scenario, ScenarioError, load_scenario  # noqa: E402
 from pathflow.simulate import simulate  # noqa: E402
+from pathflow.sweeps import sweep  # noqa: E402
 
 __all__ = ["Scenario", "ScenarioError", "__version__", "load_scenario", "metrics", "simulate",
-           "verdict"]
+           "sweep", "verdict"]

@@ -41,7 +41,7 @@ timed after the first segment (which holds the compilation): N:1 DCTCP stars at 
 entry, c = 0 (links cost nothing measurable beyond the path hops that cross them), d = 0.081 us
 per controller; the runs were 0.64 to 1.33 times the fit. Compiling costs about 2 s for a run.
 A sweep runs chunks of points padded to a power of two of subflows and merged into one problem
-(see `pathflow.sweep`): each chunk costs one run of the merged size. The estimate is good to a
+(see `pathflow.batch`): each chunk costs one run of the merged size. The estimate is good to a
 factor of about 2 to 3 on this machine; a faster or busier CPU shifts it, and the progress lines
 (which time the real run) correct it as the run goes.
 """
@@ -179,10 +179,10 @@ def estimate(compiled: Compiled, check_dt: bool = False) -> Cost:
 
 
 def estimate_sweep(points: Sequence[Compiled]) -> Cost:
-    """The cost of a sweep over points from `pathflow.sweep.compile_together`, run as
-    `pathflow.sweep.run_together` plans it: buckets of one padded size, in equal chunks whose
+    """The cost of a sweep over points from `pathflow.batch.compile_together`, run as
+    `pathflow.batch.run_together` plans it: buckets of one padded size, in equal chunks whose
     points are merged into one problem (each chunk costs one run of the merged size)."""
-    from pathflow.sweep import chunks
+    from pathflow.batch import chunks
 
     if not points:
         raise ValueError("a sweep needs at least one point")

@@ -2,7 +2,7 @@
 
 Per-flow ECMP hashing (`pathflow.routing`) decides which flows share a fabric link, so whether a
 link is hot is a matter of the hash seed. `seed_hotspots` runs one scenario under a batch of seeds
-(`[run] seed`) as one batched solve (`pathflow.sweep.compile_together` and `run_together`: one
+(`[run] seed`) as one batched solve (`pathflow.batch.compile_together` and `run_together`: one
 compiled program, chunks of about 1 GB merged into one problem) and returns, per seed and link,
 the steady-window load, and per link the probability over the seeds of being a bottleneck. The
 seeds of a batch share one time step, the finest any of them needs (`compile_together`); where
@@ -63,10 +63,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from pathflow.batch import Progress, compile_together, run_together
 from pathflow.invariants import check_invariants
 from pathflow.metrics import default_warmup, throughput
 from pathflow.scenario import Scenario, ScenarioError
-from pathflow.sweep import Progress, compile_together, run_together
 
 if TYPE_CHECKING:
     from pathflow.compile import Compiled

@@ -697,6 +697,27 @@ class Scenario:
         transport["cc"] = cc
         return Scenario.from_dict(data, self.base_dir)
 
+    def value_of(self, key: str) -> tuple[Any, str | None]:
+        """The resolved value of a dotted key and its unit: a quantity in SI units ("bytes",
+        "s", "bytes/s"; sizes and rates counted in packets converted at this scenario's packet
+        size), "1" for a plain number; a count, choice or flag with no unit (None). A key that
+        resolves to nothing scalar gives (None, None)."""
+        section, _, name = key.partition(".")
+        if section in ("aqm", "transport"):
+            owner = self.discipline if section == "aqm" else self.control.model
+            declared = {p.name: p for p in owner.parameters}
+            resolved = self.si.aqm if section == "aqm" else self.si.transport
+            if name in declared and name in resolved.parameters:
+                value, unit = resolved.parameters[name], declared[name].unit
+                if unit in ("packets", "packets/s") and value is not None:
+                    return value * self.packet_bytes, "bytes" if unit == "packets" else "bytes/s"
+                return value, unit if unit in ("1", "bytes", "s", "bytes/s") else None
+        value = getattr(getattr(self.si, section, None), name, None)
+        if not isinstance(value, int | float | str):
+            return None, None
+        unit = _SI_UNITS.get(key)
+        return value, {"B": "bytes", "B/s": "bytes/s", "s": "s"}.get(unit or "")
+
     def __repr__(self) -> str:
         t = self.spec.topology
         return (f"Scenario({self.name!r}, {t.kind}, {self.spec.transport.cc}, "

@@ -54,6 +54,15 @@ class Schema:
     coordinates: Mapping[str, Field]
     variables: Mapping[str, Field]
     stacking: tuple[str, ...] = ()  # dimensions that put several runs in one Dataset
+    # any other dimension with a coordinate of its own may stack runs too (a sweep's axes,
+    # `pathflow.axes`), described by that coordinate and by `<dimension>_label`
+    open_stacking: bool = False
+
+    def stacks(self, dim: str, ds: xr.Dataset | None = None) -> bool:
+        """Whether `dim` may stack runs (in `ds`, when given: an open dimension must have its
+        coordinate there)."""
+        return dim in self.stacking or (self.open_stacking and dim not in self.dimensions
+                                         and (ds is None or dim in ds.coords))
 
 
 _LINK = ("link",)
@@ -255,24 +264,30 @@ SWEEP = Schema(
     {**_SWEEP_SUMMARIES, **_SWEEP_PREDICTIONS,
      **{name: _VARIABLES[name] for name in ("queue", "utilization")}},
     stacking=("cc", "flows"),
+    open_stacking=True,
 )
-"""A sweep (`pathflow.sweep`): per-point summaries and each point's per-link series; scenarios
-swept side by side stack by `cc` in front of `flows`."""
+"""A sweep (`pathflow.sweeps`): per-point summaries and each point's per-link series, stacked by
+`flows` and in front of it by the sweep's axes (`cc` for congestion controls side by side,
+`threshold` for `aqm.threshold`, ...)."""
 
 
 def build_dataset(variables: Mapping[str, Any], coords: Mapping[str, Any],
                   attrs: Mapping[str, Any] | None = None, *, schema: Schema = RESULT,
-                  stacked_by: str | None = None, comments: Mapping[str, str] | None = None,
+                  stacked_by: str | tuple[str, ...] | None = None,
+                  comments: Mapping[str, str] | None = None,
                   extra: Mapping[str, Field] | None = None) -> xr.Dataset:
     """A Dataset of `variables` and `coords`, each given by its values alone: dimensions, unit
     and long name come from `schema`. Values with one dimension more than declared are stacked
-    runs, the first dimension being `stacked_by` (one of `schema.stacking`). `comments` add a
+    runs, the first dimension being `stacked_by` (one of `schema.stacking`; a tuple of them for
+    as many dimensions more). `comments` add a
     `comment` attribute (how this producer measures the quantity) to the names they give;
     `extra` declares variables the schema cannot know (a new model's controller state).
     Undeclared names and values of the wrong rank raise SchemaError."""
-    if stacked_by is not None and stacked_by not in schema.stacking:
-        raise SchemaError(f"{stacked_by!r} does not stack runs (allowed: "
-                          f"{', '.join(schema.stacking) or 'none'})")
+    stacked = (stacked_by,) if isinstance(stacked_by, str) else tuple(stacked_by or ())
+    for dim in stacked:
+        if not schema.stacks(dim):
+            raise SchemaError(f"{dim!r} does not stack runs (allowed: "
+                              f"{', '.join(schema.stacking) or 'none'})")
     comments = dict(comments or {})
     unknown = sorted(set(comments) - set(variables) - set(coords))
     if unknown:
@@ -285,8 +300,8 @@ def build_dataset(variables: Mapping[str, Any], coords: Mapping[str, Any],
         spec = declared[name]
         dims = spec.dims
         rank = np.ndim(values)
-        if stacked_by is not None and rank == len(dims) + 1:
-            dims = (stacked_by, *dims)
+        if stacked and rank == len(dims) + len(stacked):
+            dims = (*stacked, *dims)
         if rank != len(dims):
             raise SchemaError(f"{kind} {name!r}: {rank} dimensions, declared "
                               f"({', '.join(spec.dims)})")
@@ -316,17 +331,22 @@ def schema_problems(ds: xr.Dataset, schema: Schema = RESULT, *,
     """What in `ds` departs from `schema`, one line each (none: it conforms): undeclared
     dimensions and names, dimensions, units and long names other than declared, and the
     `required` names (variables or coordinates) it lacks."""
+    axes = [dim for dim in map(str, ds.dims) if dim not in schema.dimensions
+            and schema.stacks(dim, ds)]  # the sweep's own, described by their coordinates
     problems = [f"dimension {dim!r} is not declared" for dim in map(str, ds.dims)
-                if dim not in schema.dimensions]
+                if dim not in schema.dimensions and dim not in axes]
+    described = {*axes, *(f"{dim}_label" for dim in ds.dims if schema.stacks(str(dim), ds))}
+    stacking = (*schema.stacking, *axes)
     declared_variables = {**schema.variables, **(extra or {})}
-    named = ([("coordinate", str(n), schema.coordinates.get(str(n))) for n in ds.coords]
+    named = ([("coordinate", str(n), schema.coordinates.get(str(n))) for n in ds.coords
+              if str(n) not in described or str(n) in schema.coordinates]
              + [("variable", str(n), declared_variables.get(str(n))) for n in ds.data_vars])
     for kind, name, spec in named:
         if spec is None:
             problems.append(f"{kind} {name!r} is not declared")
             continue
         dims = tuple(map(str, ds[name].dims))
-        if _unstacked(dims, schema.stacking, spec.dims) != spec.dims:
+        if _unstacked(dims, stacking, spec.dims) != spec.dims:
             problems.append(f"{kind} {name!r} has dimensions {dims}, declared {spec.dims}")
         units = ds[name].attrs.get("units")
         if units != spec.units:

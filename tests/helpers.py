@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pathflow import Scenario
+import pytest
+
+from pathflow import Scenario, batch
 
 PACKET = 1500.0
 
@@ -57,3 +59,17 @@ def mesh(folder: Path, subflows: int, mode: str, **extra: Any) -> Scenario:
         "traffic": {"pattern": "explicit", "pairs": [[0, 1]]},
         "transport": {"cc": "lia" if subflows > 1 else "reno", "subflows": subflows},
         "routing": {"mode": mode}, **extra}, base_dir=folder)
+
+
+def interrupt_second_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's second chunk raises KeyboardInterrupt (Ctrl-C) instead of running."""
+    real = batch.solve_together
+    calls = []
+
+    def interrupt_second(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(batch, "solve_together", interrupt_second)

@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 import pathflow
 from helpers import TINY_TOML, star
 from pathflow import cost
+from pathflow.batch import compile_together
 from pathflow.cli import app
 from pathflow.compile import compile_scenario
 from pathflow.scenario import ScenarioError
-from pathflow.sweep import compile_together, sweep_flows
+from pathflow.sweeps import sweep
 from pathflow.units import parse_time
 
 runner = CliRunner()
@@ -238,5 +239,5 @@ def test_sweep_hook_sees_every_point_before_running() -> None:
         raise ScenarioError("refused")
 
     with pytest.raises(ScenarioError, match="refused"):
-        sweep_flows(small(), [2, 3], before_run=refuse)
+        sweep(small(), [2, 3], before_run=refuse)
     assert seen == [2, 3]

@@ -28,7 +28,7 @@ from pathflow.schema import (
     check_dataset,
     schema_problems,
 )
-from pathflow.sweep import sweep_flows
+from pathflow.sweeps import sweep
 from pathflow.validation.ns3 import Ns3Config, ns3_available, simulate_ns3
 from pathflow.validation.ns3.dataset import to_dataset as ns3_dataset
 from pathflow.validation.packet import simulate_packets
@@ -174,7 +174,7 @@ def test_ns3_runner() -> None:
 
 
 def test_sweep() -> None:
-    ds = sweep_flows(tiny(), [1, 2])
+    ds = sweep(tiny(), [1, 2])
     check_dataset(ds, SWEEP)
     assert ds.queue.dims == ("flows", "time", "link") and ds.queue_max.dims == ("flows",)
 

@@ -14,14 +14,13 @@ import xarray as xr
 from typer.testing import CliRunner
 
 import pathflow
-from helpers import PACKET, star
-from pathflow import sweep as sweep_module
+from helpers import PACKET, interrupt_second_chunk, star
 from pathflow.cli import app
 from pathflow.cli.console import console
 from pathflow.metrics import below_since, default_warmup, queue_stats, round_summary
 from pathflow.scenario import ScenarioError, load_scenario
 from pathflow.schema import SWEEP, check_dataset
-from pathflow.sweep import parse_flow_range, sweep_flows
+from pathflow.sweeps import parse_flow_range, sweep
 from pathflow.verdict import state_names
 
 
@@ -43,7 +42,7 @@ def small() -> pathflow.Scenario:
 def test_batched_points_equal_single_runs() -> None:
     """vmap over padded problems must not change any point's physics."""
     counts = [3, 4, 7]
-    swept = sweep_flows(small(), counts)
+    swept = sweep(small(), counts)
     assert list(swept.flows.values) == counts
     for n in counts:
         single = pathflow.simulate(small().with_updates({"traffic.flows": n}))
@@ -59,7 +58,7 @@ def test_a_lossless_sweep_keeps_each_points_pauses() -> None:
     is its single run's (the merged run splits pauses per link, as queues)."""
     lossless = star(8, rate="1Gbps", delay="10us", buffer="60KB", cc="reno",
                     aqm={"kind": "droptail", "pfc": True}, duration="10ms")
-    swept = sweep_flows(lossless, [8, 16])
+    swept = sweep(lossless, [8, 16])
     for n in (8, 16):
         single = pathflow.simulate(lossless.with_updates({"traffic.flows": n}))
         steady = single.pause.sel(time=single.time > default_warmup(single))
@@ -85,20 +84,6 @@ def test_cli_sweep_writes_dataset_and_plot(tmp_path: Path) -> None:
     assert out.with_suffix(".png").stat().st_size > 10_000
 
 
-def interrupt_second_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sweep's second chunk raises KeyboardInterrupt (Ctrl-C) instead of running."""
-    real = sweep_module.solve_together
-    calls = []
-
-    def interrupt_second(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(sweep_module, "solve_together", interrupt_second)
-
-
 def test_interrupted_sweep_keeps_finished_points(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     interrupt_second_chunk(monkeypatch)
@@ -108,7 +93,8 @@ def test_interrupted_sweep_keeps_finished_points(tmp_path: Path,
     result = CliRunner().invoke(app, ["sweep", str(scenario), "--flows", "2:9:7", "-o", str(out),
                                       "-q"])
     assert result.exit_code == 130
-    assert list(xr.open_dataset(out).flows.values) == [2]  # bucket 2 done, bucket 16 interrupted
+    kept = xr.open_dataset(out)  # bucket 2 done, bucket 16 interrupted: NaN
+    assert list(kept.flows.values) == [2, 9] and list(kept.jain.notnull().values) == [True, False]
 
 
 def test_a_killed_sweep_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
@@ -127,7 +113,7 @@ def test_a_killed_sweep_resumes_to_the_uninterrupted_result(tmp_path: Path) -> N
     child.kill()
     child.wait()
     with xr.open_dataset(killed) as partial:  # whole: written atomically
-        finished = list(partial.flows.values)
+        finished = list(partial.flows.values[partial.jain.notnull().values])
     assert 0 < len(finished) < 8, f"the sweep was not interrupted mid-way: {finished}"
 
     runner = CliRunner()
@@ -179,11 +165,11 @@ def test_controls_side_by_side() -> None:
     counts = [3, 5]
     dctcp = small()
     reno = dctcp.with_cc("reno")
-    both = sweep_flows({"dctcp": dctcp, "reno": reno}, counts)
+    both = sweep(dctcp, counts, set={"transport.cc": "dctcp,reno"})
     assert list(both.cc.values) == ["dctcp", "reno"] and both.queue.dims[:2] == ("cc", "flows")
     check_dataset(both, SWEEP)
     for cc, alone in (("dctcp", dctcp), ("reno", reno)):
-        single = sweep_flows(alone, counts)
+        single = sweep(alone, counts)
         for name in ("queue_mean", "queue_max", "aggregate_throughput", "latency_p99"):
             np.testing.assert_allclose(both[name].sel(cc=cc), single[name], rtol=1e-6)
     np.testing.assert_allclose(both.aggregate_throughput, 1e9 / 8, rtol=1e-3)
@@ -210,16 +196,18 @@ def test_with_cc_keeps_what_both_controls_declare() -> None:
 def test_a_side_by_side_sweep_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Interrupted after its first chunk, a two-control sweep keeps that chunk's points (the
     others NaN) and, resumed, gives the uninterrupted result."""
-    variants = {"dctcp": small(), "reno": small().with_cc("reno")}
-    whole = sweep_flows(variants, [3, 4])  # one size bucket: one chunk per control
+    controls = {"transport.cc": ["dctcp", "reno"]}
+    whole = sweep(small(), [3, 4], set=controls)  # one size bucket: one chunk per control
     saved: list[xr.Dataset] = []
     with monkeypatch.context() as patch:
         interrupt_second_chunk(patch)
         with pytest.raises(KeyboardInterrupt):
-            sweep_flows(variants, [3, 4], on_chunk=saved.append)
+            sweep(small(), [3, 4], set=controls, on_chunk=saved.append)
     partial = saved[-1]
-    assert list(partial.cc.values) == ["dctcp"] and int(partial.jain.notnull().sum()) == 2
-    resumed = sweep_flows(variants, [3, 4], resume=partial)
+    assert list(partial.cc.values) == ["dctcp", "reno"]
+    assert partial.jain.sel(cc="dctcp").notnull().all()
+    assert partial.jain.sel(cc="reno").isnull().all()
+    resumed = sweep(small(), [3, 4], set=controls, resume=partial)
     xr.testing.assert_allclose(resumed, whole)
 
 

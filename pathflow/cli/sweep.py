@@ -1,6 +1,6 @@
-"""`pathflow sweep`: one scenario over many flow counts, batched, its result saved after every
-chunk so that an interruption keeps the finished points; with `--cc`, several congestion
-controls side by side. With no scenario it sweeps seed 001's RDMA incast with DCQCN and DCQCN+."""
+"""`pathflow sweep`: one scenario over many flow counts and any scenario keys (`--set`, `--cc`,
+`--seeds`), batched, its result saved after every chunk so that an interruption keeps the
+finished points. With no scenario it sweeps seed 001's RDMA incast with DCQCN and DCQCN+."""
 
 from __future__ import annotations
 
@@ -31,9 +31,11 @@ from pathflow.units import format_bytes, format_rate, format_time, parse_size
 if TYPE_CHECKING:
     import xarray as xr
 
+    from pathflow.axes import Dimension
     from pathflow.compile import Compiled
 
 DEFAULT_CONTROLS = "dcqcn,dcqcn+"  # compared by the built-in sweep
+MOST_TABLES = 4  # points of the other axes with a table each; more: one table of states
 
 
 def _default_sweep_scenario() -> Scenario:
@@ -43,14 +45,23 @@ def _default_sweep_scenario() -> Scenario:
     return Scenario.from_toml(text)
 
 
-def _variants(scenario: Scenario, controls: str | None) -> Scenario | dict[str, Scenario]:
-    """The scenario, or one copy per congestion control of `--cc` (a `cc` dimension)."""
-    if controls is None:
-        return scenario
-    names = [name.strip() for name in controls.split(",") if name.strip()]
-    if not names or len(set(names)) < len(names):
-        fail(f"--cc: {controls!r} must name congestion controls once each, comma separated")
-    return {name: scenario.with_cc(name) for name in names}
+def _keys(controls: str | None, settings: list[str]) -> dict[str, str]:
+    """The swept keys of `--cc` and `--set` (`pathflow.axes`), each once."""
+    from pathflow.axes import parse_set
+
+    keys: dict[str, str] = {}
+    if controls is not None:
+        names = [name.strip() for name in controls.split(",") if name.strip()]
+        if not names or len(set(names)) < len(names):
+            fail(f"--cc: {controls!r} must name congestion controls once each, comma separated")
+        keys["transport.cc"] = ",".join(names)
+    for text in settings:
+        key, _, values = text.partition("=")
+        parse_set(text)  # the key and its values' syntax, one line
+        if key.strip() in keys:
+            fail(f"--set {key.strip()}: set once (--cc sets transport.cc)")
+        keys[key.strip()] = values
+    return keys
 
 
 def _earlier_points(output: Path) -> xr.Dataset | None:
@@ -89,6 +100,18 @@ def sweep(
                      "dimension), e.g. dcqcn,dcqcn+,dcqcn+static; parameters a control does not "
                      f"declare are left out. Default: {DEFAULT_CONTROLS} for the built-in sweep, "
                      "the scenario's own cc otherwise.")] = None,
+    settings: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="KEY=V1,V2,...",
+        help="Sweep a scenario key too (repeatable; a dimension each): dotted keys as in the "
+             "scenario file, values as it writes them, e.g. aqm.threshold=20pkt,40pkt,65pkt, "
+             "topology.link_rate=10Gbps,40Gbps, transport.cc=dctcp,reno, or a range "
+             "START:STOP:STEP in the key's units (20pkt:60pkt:20pkt).")] = None,
+    seeds: Annotated[int | None, typer.Option(
+        "--seeds", min=1, help="Also sweep hash seeds 1 to N (run.seed: ECMP's hashes, start "
+                               "jitter), a seed dimension.")] = None,
+    zipped: Annotated[bool, typer.Option(
+        "--zip", help="Pair the --set keys' values (as many each) in one dimension instead of "
+                      "crossing them.")] = False,
     standing_queue: Annotated[str, typer.Option(
         "--standing-queue", help="Convergence criterion of seed 001: a bottleneck queue that "
                                  "stays above this size after warm-up has not converged.")
@@ -107,19 +130,23 @@ def sweep(
     max_memory: MaxMemory = None,
     threads: Threads = 1,
 ) -> None:
-    """Run a scenario for many flow counts, batched (one compiled program per size bucket).
-    Before it starts, one line states its steps, memory and estimated time. With barrier-
-    synchronised rounds (traffic.rounds) the table and figure add the goodput of the completed
-    rounds, the incast experiment's goodput against servers."""
+    """Run a scenario for many flow counts and any other scenario keys, batched (one compiled
+    program per physics and size bucket, whichever key varies). Before it starts, one line
+    states its steps, memory and estimated time. With barrier-synchronised rounds
+    (traffic.rounds) the table and figure add the goodput of the completed rounds, the incast
+    experiment's goodput against servers."""
     with user_errors():
+        from pathflow.axes import grid
         from pathflow.results import write_dataset
-        from pathflow.sweep import parse_flow_range, sweep_flows
+        from pathflow.sweeps import parse_flow_range, sweep, sweep_dimensions
 
         counts = parse_flow_range(flows)
         scenario = load_scenario(scenario_file) if scenario_file else _default_sweep_scenario()
         if scenario_file is None and controls is None:
             controls = DEFAULT_CONTROLS
-        variants = _variants(scenario, controls)
+        keys = _keys(controls, settings or [])
+        dims = sweep_dimensions(keys, seeds, zipped)
+        places = list(grid(dims))
         standing = parse_size(standing_queue, scenario.packet_bytes, "--standing-queue")
         plot = plot or output.with_suffix(".png")
         check_writable(output, "--output")
@@ -132,7 +159,7 @@ def sweep(
             write_dataset(partial, str(output))
             saved.append(partial)
 
-        compared = f" x {len(variants)} controls" if isinstance(variants, dict) else ""
+        compared = "".join(f" x {len(d)} {d.name}" for d in dims)
         what = f"sweeping {scenario.name} over {len(counts)} flow counts{compared}"
         try:
             with preparing(f"preparing {len(counts)}{compared} points of {scenario.name}",
@@ -145,16 +172,15 @@ def sweep(
                     before_running(estimate_sweep(points), scenario.name, quiet, yes,
                                    max_memory)
 
-                result = sweep_flows(variants, counts, progress=update, on_chunk=save,
-                                     before_run=before_run, resume=earlier,
-                                     standing_queue=standing)
+                result = sweep(scenario, counts, set=keys, seeds=seeds, zipped=zipped,
+                               progress=update, on_chunk=save, before_run=before_run,
+                               resume=earlier, standing_queue=standing)
             if analyze:
-                from pathflow.sweep import with_predictions
+                from pathflow.sweeps import with_predictions
 
-                with preparing(f"predicting {result.flows.size * result.sizes.get('cc', 1)} "
-                               "points from the model alone", quiet):
-                    result = with_predictions(result, variants if isinstance(variants, dict)
-                                              else {"": variants})
+                with preparing(f"predicting {len(counts) * len(places)} points from the model "
+                               "alone", quiet):
+                    result = with_predictions(result, scenario)
                 write_dataset(result, str(output))
         except KeyboardInterrupt:
             if saved:
@@ -162,15 +188,59 @@ def sweep(
                 errors.print(f"interrupted: {finished} finished points kept in "
                              f"{output}")
             raise typer.Exit(130) from None
-        from pathflow.plots import plot_sweep
-
-        for cc in result.cc.values if "cc" in result.dims else [None]:
-            console.print(_table(result if cc is None else result.sel(cc=cc), scenario.name, cc,
-                                 _servers(scenario)))
+        if len(places) > MOST_TABLES:
+            console.print(_verdict_table(result, dims, scenario.name))
+        else:
+            for place in places:
+                at = {d.name: i for d, i in zip(dims, place, strict=True)}
+                console.print(_table(result.isel(at), scenario.name, _point(dims, place),
+                                     _servers(scenario)))
         if result.attrs.get("prediction_notes"):
             console.print(f"no prediction for {result.attrs['prediction_notes']}")
+        figures = _plot(result, dims, plot)
+        console.print(f"wrote {output} and {' and '.join(map(str, figures))}")
+
+
+def _plot(result: xr.Dataset, dims: list[Dimension], plot: Path) -> list[Path]:
+    """The sweep's figures: over flows alone or congestion controls, `plot_sweep`'s four
+    panels; over other keys, the bottleneck queue against flows per point of the grid
+    (`plot_grid`) and, beside it, the map of every point's state (`plot_verdict_map`)."""
+    from pathflow.plots import plot_grid, plot_sweep, plot_verdict_map
+
+    if [d.name for d in dims] in ([], ["cc"]):
         plot_sweep(result, plot)
-        console.print(f"wrote {output} and {plot}")
+        return [plot]
+    states = plot.with_name(f"{plot.stem}_verdict{plot.suffix}")
+    plot_grid(result, plot)
+    plot_verdict_map(result, states)
+    return [plot, states]
+
+
+def _point(dims: list[Dimension], place: tuple[int, ...]) -> str:
+    """A point of the grid beside flows in words: "reno, threshold=20pkt"."""
+    return ", ".join(d.axes[0].labels[i] if d.name == "cc" else f"{d.name}={d.axes[0].labels[i]}"
+                     for d, i in zip(dims, place, strict=True))
+
+
+def _verdict_table(result: xr.Dataset, dims: list[Dimension], name: str) -> Table:
+    """A grid too large for a table per point: the state of every point, one row per point of
+    the other axes, one column per flow count."""
+    from pathflow.axes import grid
+    from pathflow.verdict import STATES, state_names
+
+    table = Table(title=f"{name}: state of every point (numbers: the saved Dataset)",
+                  title_justify="left", box=None, pad_edge=False, collapse_padding=True,
+                  header_style="bold underline", caption_justify="left",
+                  caption="; ".join(f"{state[0].upper()}: {state}" for state in STATES)
+                  + "; -: not run (pathflow.verdict)")
+    table.add_column("point", no_wrap=True)
+    for n in result.flows.values:
+        table.add_column(str(n), justify="right", no_wrap=True)
+    for place in grid(dims):
+        at = {d.name: i for d, i in zip(dims, place, strict=True)}
+        table.add_row(_point(dims, place), *(state[:1].upper() or "-" for state in
+                                             state_names(result.state.isel(at))))
+    return table
 
 
 def _servers(scenario: Scenario) -> int | None:
@@ -179,14 +249,15 @@ def _servers(scenario: Scenario) -> int | None:
     return scenario.spec.topology.senders if scenario.spec.traffic.pattern == "incast" else None
 
 
-def _table(result: xr.Dataset, name: str, cc: str | None, servers: int | None = None) -> Table:
+def _table(result: xr.Dataset, name: str, point: str, servers: int | None = None) -> Table:
     """Per flow count: throughput, fairness, queueing latency, the largest queue, seed 001's
     convergence (time from which the queue stays below the standing-queue size), the state
     the point ends in and, with rounds, their goodput and how many completed; below, the states
-    along the sweep in one line. `servers`: the incast's senders, to say what N is."""
+    along the sweep in one line. `point`: the values of the other axes ("dctcp, threshold=20pkt";
+    "" for none). `servers`: the incast's senders, to say what N is."""
     from pathflow.verdict import state_names, state_runs
 
-    title = f"{name}{f' with {cc}' if cc else ''}: sweep over flows"
+    title = f"{name}{f' with {point}' if point else ''}: sweep over flows"
     standing = format_bytes(float(result.attrs["standing_queue"]))
     idle = (result.bottleneck_utilization < 0.5).values  # a short queue there says little
     states = state_names(result.state)

@@ -2,7 +2,7 @@
 
 A measured table has one row per incast size N (a `flows` column, the sweep variable) and some
 target columns: the maximum queue after warm-up and the mean latency. The model side of a row
-is the point N of `pathflow.sweep.sweep_flows`: all rows run batched, one sweep per evaluation.
+is the point N of `pathflow.sweeps.sweep`: all rows run batched, one sweep per evaluation.
 
 Objective (`table_loss`): the mean over rows of the squared log-error of the maximum queue after
 warm-up, plus the same for the mean latency, each target weighted equally. Log-errors because
@@ -45,7 +45,7 @@ import scipy.optimize
 import xarray as xr
 
 from pathflow.scenario import Scenario, ScenarioError, load_scenario
-from pathflow.sweep import sweep_flows
+from pathflow.sweeps import sweep
 from pathflow.units import parse_time
 from pathflow.validation.calibration.parameters import (
     given_bounds,
@@ -273,7 +273,7 @@ def _run_settings(scenario: Scenario, duration: float | str | None,
 def model_summaries(scenario: Scenario, flows: Sequence[int]) -> dict[str, np.ndarray]:
     """The sweep's maximum and mean queue after warm-up (bytes) and the bottleneck's capacity
     (bytes/s, the link with the largest queue), per flow count."""
-    ds = sweep_flows(scenario, [int(n) for n in flows])
+    ds = sweep(scenario, [int(n) for n in flows])
     ds = ds.sel(flows=list(flows))
     return {"queue_max": ds.queue_max.values.astype(float),
             "queue_mean": ds.queue_mean.values.astype(float),

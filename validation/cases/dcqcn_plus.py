@@ -110,7 +110,7 @@ def dcqcn_plus_large_incast() -> CaseResult:
     no numbers to hold them to, and its start-up and minimum rate are not stated (the trap at
     min_rate, docs/dcqcn_plus.md, decides the 10 Gb/s result). Claimed: PFC keeps the switch
     lossless at every point."""
-    from pathflow.sweep import sweep_flows
+    from pathflow.sweeps import sweep
 
     checks, figure = [], Figure(figsize=(9, 3.5))
     for axes, rate in zip(figure.subplots(1, 2), ("10Gbps", "40Gbps"), strict=True):
@@ -118,7 +118,7 @@ def dcqcn_plus_large_incast() -> CaseResult:
             {"topology.link_rate": rate, "aqm.preset": "cx4", "transport.preset": "cx4"})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            swept = sweep_flows({"dcqcn": base, "dcqcn+": base.with_cc("dcqcn+")}, [800, 2000])
+            swept = sweep(base, [800, 2000], set={"transport.cc": ["dcqcn", "dcqcn+"]})
         capacity = float(swept.capacity.max())
         for n in (800, 2000):
             mean = swept.queue_mean.sel(flows=n)

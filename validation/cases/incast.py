@@ -55,7 +55,7 @@ from matplotlib.figure import Figure
 import pathflow
 from pathflow.compile import compile_scenario
 from pathflow.metrics import round_summary
-from pathflow.sweep import summarize_point
+from pathflow.sweeps import summarize_point
 from pathflow.validation.cases.common import shipped
 from pathflow.validation.registry import CaseResult, Check, case
 from pathflow.validation.traces.files import reference_path

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 import pathflow
 from pathflow import Scenario
+from pathflow.batch import compile_together, run_together
 from pathflow.metrics import (
     HEADER_BYTES,
     mean_network_utilization,
@@ -19,7 +20,6 @@ from pathflow.metrics import (
     throughput,
     transfer_rates,
 )
-from pathflow.sweep import compile_together, run_together
 from pathflow.topology import build_network
 from pathflow.validation.cases.common import PACKET, STAR_LINK, queue_figure, shipped
 from pathflow.validation.registry import CaseResult, Check, case

@@ -1,0 +1,351 @@
+"""Sweeps: one scenario over many flow counts, and over any other scenario key, run together.
+
+`sweep(scenario, flows, set=..., seeds=...)` runs every point of the grid of flow counts and
+axes (`pathflow.axes`: `aqm.threshold` over 20, 40 and 65 packets, `transport.cc` over DCTCP
+and Reno, hash seeds) batched (`pathflow.batch`: one compiled program per physics, network and
+padded size, whichever key varies), and after every chunk gives the caller the points finished
+so far, so an interrupted or failing sweep keeps them; `resume` continues one.
+
+The result has one dimension per axis in the order given, then `flows` (`cc` for congestion
+controls compared side by side; each axis' coordinate in SI units with its text beside it as
+`<dim>_label`). Per point: summaries (throughput, fairness, queue statistics and queueing
+latency of the bottleneck, convergence time, seed 001's standing-queue criterion, the verdict of
+`pathflow.verdict`; for barrier-synchronised incast rounds, `[traffic] rounds`, the goodput over
+the completed rounds and their count, NaN for a scenario without rounds) and the queue and
+utilization time series of every link; NaN where a point has not run yet. In the incast pattern
+the flows are spread round-robin over the senders, so a point's flow count is its number of
+servers (the classic incast experiment's N) up to the scenario's senders, and beyond them several
+flows share a server.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from pathflow.analysis.predict import PREDICTIONS, predict
+from pathflow.axes import (
+    Axis,
+    Dimension,
+    axis,
+    coordinates,
+    dimensions,
+    grid,
+    point_scenario,
+    seed_axis,
+    written,
+)
+from pathflow.batch import Progress, compile_together, run_together
+from pathflow.compile import Compiled
+from pathflow.metrics import (
+    below_since,
+    convergence_time,
+    default_warmup,
+    jain_index,
+    queue_stats,
+    round_summary,
+    throughput,
+)
+from pathflow.scenario import Scenario, ScenarioError
+from pathflow.schema import SWEEP, build_dataset
+from pathflow.verdict import bottleneck, verdict
+
+__all__ = ["parse_flow_range", "summarize_point", "sweep", "with_predictions"]
+
+SUMMARIES = tuple(name for name, spec in SWEEP.variables.items()
+                  if not spec.dims and name not in PREDICTIONS)
+STANDING_QUEUE = 200e3  # bytes: seed 001's criterion, a queue that stays above it has not converged
+SERIES = ("queue", "utilization")  # per-link time series a sweep keeps of each point
+
+
+def parse_flow_range(text: str, default_points: int = 25) -> list[int]:
+    """'80:2000' -> 25 flow counts from 80 to 2000; '80:2000:40' -> every 40th; '64' -> [64]."""
+    parts = text.split(":")
+    try:
+        numbers = [int(part) for part in parts]
+    except ValueError:
+        raise ScenarioError(f"--flows: {text!r} must be START:STOP[:STEP] with whole numbers, "
+                            "e.g. 80:2000") from None
+    if len(numbers) == 1:
+        numbers = [numbers[0], numbers[0]]
+    if len(numbers) > 3 or min(numbers) < 1 or numbers[0] > numbers[1]:
+        raise ScenarioError(f"--flows: {text!r} must be START:STOP[:STEP] with 1 <= START <= STOP")
+    start, stop = numbers[:2]
+    if len(numbers) == 3:
+        return list(range(start, stop + 1, numbers[2]))
+    points = min(default_points, stop - start + 1)
+    return sorted({round(x) for x in np.linspace(start, stop, points)})
+
+
+def summarize_point(ds: xr.Dataset, standing_queue: float = STANDING_QUEUE
+                    ) -> dict[str, float]:
+    """Scalar summaries of one run: the numbers a sweep plots against flow count. The
+    bottleneck is the link busiest after warm-up; its queueing latency is queue / capacity;
+    `below_standing` is the time from which its queue stays at or below `standing_queue` bytes
+    (`metrics.below_since`; inf: above it after warm-up, not converged by seed 001's criterion);
+    `state` is the code of `verdict.verdict`'s state (`verdict.STATES`); `round_goodput` and
+    `rounds_completed` are `_rounds`'."""
+    rates = throughput(ds)
+    stats = queue_stats(ds)
+    warmup = default_warmup(ds)
+    steady = ds.time > warmup
+    utilization = ds.utilization.sel(time=steady).mean("time")
+    link = bottleneck(ds, warmup)
+    capacity = float(ds.capacity[link])
+    convergence = convergence_time(ds)
+    state = verdict(ds, warmup)
+    return {
+        "aggregate_throughput": float(rates.sum()),
+        "jain": jain_index(rates.values),
+        "bottleneck_utilization": float(utilization[link]),
+        "queue_mean": float(stats["mean"][link]),
+        "queue_p99": float(stats["p99"][link]),
+        "queue_max": float(stats["max"][link]),
+        "latency_mean": float(stats["mean"][link]) / capacity,
+        "latency_p99": float(stats["p99"][link]) / capacity,
+        "below_standing": below_since(ds, link, standing_queue, warmup),
+        "convergence_time": convergence.time,
+        "settled": math.nan if convergence.reason else float(convergence.settled),
+        "drops": float(ds.drops.isel(link=link).mean()),
+        "window_mean": float(ds.cwnd.sel(time=steady).mean()),
+        "paused": float(ds.pause.sel(time=steady).mean("time").max()) if "pause" in ds else 0.0,
+        "state": float(state.code),
+        "queue_swing": state.swing,
+        "cycle_period": state.period,
+        **_rounds(ds),
+    }
+
+
+def _rounds(ds: xr.Dataset) -> dict[str, float]:
+    """Barrier-synchronised rounds (`metrics.round_summary`): `round_goodput`, the blocks of the
+    completed rounds over their summed round times (bytes/s), and `rounds_completed`. Traffic
+    groups with rounds read concurrently, so their goodputs add up (those that completed none
+    add nothing) and so do their rounds. NaN for both in a run without rounds (a sweep's points
+    share one scenario, so its table and figure show them or not as a whole); a goodput of NaN
+    beside 0 rounds completed: rounds that none completed within the run."""
+    rounds = round_summary(ds)
+    if not rounds.sizes["group"]:
+        return {"round_goodput": math.nan, "rounds_completed": math.nan}
+    goodput = rounds.goodput.values
+    done = np.isfinite(goodput)
+    return {"round_goodput": float(goodput[done].sum()) if done.any() else math.nan,
+            "rounds_completed": float(rounds.rounds_completed.sum())}
+
+
+Point = tuple[tuple[int, ...], int]  # (index along each dimension, flows)
+_Finished = dict[Point, tuple[dict[str, float], xr.Dataset]]  # summaries and series
+
+
+def sweep(scenario: Scenario, flows: str | Sequence[int], *,
+          set: Mapping[str, str | Sequence[Any]] | None = None,
+          seeds: int | None = None, zipped: bool = False,
+          progress: Progress | None = None,
+          on_chunk: Callable[[xr.Dataset], None] | None = None,
+          before_run: Callable[[list[Compiled]], None] | None = None,
+          resume: xr.Dataset | None = None,
+          standing_queue: float = STANDING_QUEUE) -> xr.Dataset:
+    """Run `scenario` at every point of the grid: the flow counts `flows` ("80:2000" or a
+    list) by every value of each key of `set` ({"aqm.threshold": "20pkt,40pkt",
+    "transport.cc": ["dctcp", "reno"]}; `pathflow.axes`) and, with `seeds`, hash seeds 1 to
+    `seeds`. `zipped` pairs the keys of `set` (as many values each) into one dimension instead of
+    crossing them. Every point is checked before any runs (ScenarioError, one line).
+
+    `on_chunk` receives the partial result after each chunk (to save it), `progress(done,
+    total)` counts points (fractions within a chunk). `before_run` sees the compiled points
+    before any runs (to state the cost, or refuse by raising). `resume` is a partial result of
+    the same sweep (as `on_chunk` saw it): its chunks are not run again, and the result is the
+    one an uninterrupted sweep gives. `standing_queue` (bytes) is the threshold of
+    `summarize_point`'s seed 001 criterion. `with_predictions` adds each point's prediction
+    from the model alone (`pathflow sweep --analyze`)."""
+    counts = parse_flow_range(flows) if isinstance(flows, str) else [int(n) for n in flows]
+    dims = sweep_dimensions(set or {}, seeds, zipped)
+    places = list(grid(dims))
+    points = [(place, n) for place in places for n in counts]
+    base = {place: point_scenario(scenario, dims, place) for place in places}
+    compiled = compile_together([base[place].with_updates({"traffic.flows": n})
+                                 for place, n in points])
+    links = _links(compiled[:: len(counts)], dims)
+    attrs = {"scenario": scenario.to_toml(), "scenario_name": scenario.name,
+             "standing_queue": standing_queue, "sweep_axes": _described(dims)}
+    finished = _resumable(resume, attrs, dims, counts)
+    skip = {i for i, point in enumerate(points) if point in finished}
+    todo = [c for i, c in enumerate(compiled) if i not in skip]
+    if before_run is not None and todo:
+        before_run(todo)
+    place_of = {id(c): point for c, point in zip(compiled, points, strict=True)}
+    coords = coordinates(scenario, dims)
+    first: xr.Dataset | None = None
+    for chunk in run_together(compiled, progress, skip=skip):
+        for c, ds in chunk:
+            finished[place_of[id(c)]] = (summarize_point(ds, standing_queue), _series(ds))
+            first = ds if first is None else first
+        if on_chunk is not None:
+            on_chunk(_combine(finished, dims, counts, {**coords, **links}, first, attrs))
+    if first is None:  # every point was in `resume`
+        assert resume is not None
+        return resume
+    return _combine(finished, dims, counts, {**coords, **links}, first, attrs)
+
+
+def sweep_dimensions(keys: Mapping[str, str | Sequence[Any]], seeds: int | None = None,
+                     zipped: bool = False) -> list[Dimension]:
+    """The dimensions of `sweep`'s grid beside `flows`, checked (ScenarioError, one line):
+    `transport.cc` first, then the other `keys` in their order (one dimension if `zipped`),
+    then the hash seeds."""
+    axes = [axis(key, values) for key, values in keys.items()]
+    controls = [a for a in axes if a.key == "transport.cc"]
+    others = [a for a in axes if a.key != "transport.cc"]
+    if zipped and len(others) < 2:
+        raise ScenarioError("--zip: give at least two --set keys besides transport.cc to pair")
+    groups: list[list[Axis]] = [controls, *([others] if zipped else [[a] for a in others])]
+    if seeds is not None:
+        groups.append([seed_axis(seeds)])
+    return dimensions(groups)
+
+
+def _links(compiled: Sequence[Compiled], dims: Sequence[Dimension]
+           ) -> dict[str, tuple[tuple[str, ...], np.ndarray, dict[str, str]]]:
+    """The `capacity`, `buffer` and `delay` coordinates of the links at each point of the grid
+    beside flows (`compiled`: one point each, in `grid` order): along `link`, and along the
+    axes that change them. Every point must have the same links (they
+    are one dimension of the Dataset): ScenarioError naming the key that changes them."""
+    names = [link.name for link in compiled[0].network.links]
+    for place, c in zip(grid(dims), compiled, strict=True):
+        if [link.name for link in c.network.links] != names:
+            d = next(d for d, i in zip(dims, place, strict=True) if i)
+            raise ScenarioError(f"--set {d.axes[0].key}: its values give networks of other "
+                                "links, and a sweep's points share one link dimension; sweep "
+                                "each network on its own")
+    shape = tuple(len(d) for d in dims)
+    out = {}
+    for name in ("capacity", "buffer", "delay"):
+        values = np.array([[getattr(link, name) for link in c.network.links] for c in compiled])
+        values = values.reshape(*shape, -1)
+        varying = [d.name for k, d in enumerate(dims)
+                   if not (values == values.take([0], axis=k)).all()]
+        values = values[tuple(slice(None) if d.name in varying else 0 for d in dims)]
+        spec = SWEEP.coordinates[name]
+        out[name] = ((*varying, "link"), values,
+                     {"long_name": spec.long_name, "units": str(spec.units)})
+    return out
+
+
+def with_predictions(result: xr.Dataset, scenario: Scenario) -> xr.Dataset:
+    """`result` (a sweep of `scenario`) with the prediction of each of its points
+    (`analysis.predict`), and in attrs["prediction_notes"] why a point has none, one line per
+    distinct reason."""
+    dims = _dimensions_of(result)
+    shape = (*(len(d) for d in dims), result.flows.size)
+    values = {name: np.full(shape, math.nan) for name in PREDICTIONS}
+    notes: dict[str, list[str]] = {}
+    for place in grid(dims):
+        at = point_scenario(scenario, dims, place)
+        for j, n in enumerate(result.flows.values):
+            found = predict(at.with_updates({"traffic.flows": int(n)}))
+            for name, value in found.values.items():
+                values[name][(*place, j)] = value
+            if found.reason:
+                label = " ".join([*(d.axes[0].labels[i] for d, i in zip(dims, place,
+                                                                          strict=True)), str(n)])
+                notes.setdefault(found.reason, []).append(label)
+    out = result.copy()
+    for name, array in values.items():
+        spec = SWEEP.variables[name]
+        out[name] = ((*(d.name for d in dims), "flows"), array,
+                     {"units": spec.units, "long_name": spec.long_name})
+    out.attrs["prediction_notes"] = "\n".join(f"{', '.join(points)}: {reason}"
+                                              for reason, points in notes.items())
+    return out
+
+
+def _described(dims: Sequence[Dimension]) -> str:
+    """The axes as a result's attrs keep them: "dim=key ..." (zipped axes joined by "+"), with
+    each axis' values in the `<name>_label` coordinates."""
+    return " ".join(f"{d.name}=" + "+".join(f"{name}:{a.key}"
+                                            for a, name in zip(d.axes, d.names, strict=True))
+                    for d in dims)
+
+
+def _dimensions_of(result: xr.Dataset) -> list[Dimension]:
+    """The dimensions a sweep's result was run over (from `_described` and its labels)."""
+    found = []
+    for entry in str(result.attrs.get("sweep_axes", "")).split():
+        _, _, zipped = entry.partition("=")
+        named = [part.partition(":") for part in zipped.split("+")]
+        axes = tuple(written(key, [str(label) for label in result[f"{name}_label"].values])
+                     for name, _, key in named)
+        found.append(Dimension(axes, tuple(name for name, _, _ in named)))
+    return found
+
+
+_NOT_RESUMABLE = ("--resume: the saved result is a sweep of another scenario, over other keys "
+                  "or other points; remove it or run without --resume")
+
+
+def _resumable(resume: xr.Dataset | None, attrs: Mapping[str, object],
+               dims: Sequence[Dimension], counts: list[int]) -> _Finished:
+    """The points of `resume` to keep, with their summaries and series; it must be a sweep of
+    this scenario over these axes and some of these points."""
+    if resume is None:
+        return {}
+    same = all(resume.attrs.get(key, "") == value for key, value in attrs.items()
+               if key != "scenario_name")
+    if not same:
+        raise ScenarioError(_NOT_RESUMABLE)
+    kept: _Finished = {}
+    indices = [{label: i for i, label in enumerate(d.axes[0].labels)} for d in dims]
+    names = [*(d.name for d in dims), "flows"]
+    for at in np.ndindex(*(resume.sizes[name] for name in names)):
+        one = resume.isel(dict(zip(names, at, strict=True)))
+        if not np.isfinite(float(one.aggregate_throughput)):  # NaN: not run yet
+            continue
+        place = tuple(index.get(str(one[f"{d.name}_label"].values), -1)
+                      for index, d in zip(indices, dims, strict=True))
+        n = int(one.flows)
+        if -1 in place or n not in counts:
+            raise ScenarioError(_NOT_RESUMABLE)
+        # a result saved before a summary existed has none: NaN, as for a point that lacks it
+        kept[place, n] = ({name: float(one[name]) if name in one else math.nan
+                           for name in SUMMARIES}, _series(one))
+    return kept
+
+
+def _series(ds: xr.Dataset) -> xr.Dataset:
+    """The per-link time series a sweep keeps of each point."""
+    kept = ds[list(SERIES)]
+    return kept.drop_vars([name for name in kept.coords if name not in ("time", "link")])
+
+
+def _combine(finished: _Finished, dims: Sequence[Dimension], counts: list[int],
+             coords: Mapping[str, tuple[Any, Any, dict[str, str]]], first: xr.Dataset,
+             attrs: Mapping[str, object]) -> xr.Dataset:
+    """The sweep's Dataset: every point of the grid, NaN where one has not finished; `coords`
+    are the axes' (`axes.coordinates`) and the links' (`_links`)."""
+    shape = (*(len(d) for d in dims), len(counts))
+    column = {n: j for j, n in enumerate(counts)}
+    summaries = {name: np.full(shape, math.nan) for name in SUMMARIES}
+    template = _series(first)
+    series = {name: np.full(shape + template[name].shape, math.nan) for name in SERIES}
+    for (place, n), (summary, kept) in finished.items():
+        at = (*place, column[n])
+        for name in SUMMARIES:
+            summaries[name][at] = summary[name]
+        for name in SERIES:
+            series[name][at] = kept[name].values
+    names = [d.name for d in dims]
+    out = build_dataset({**summaries, **series}, {"flows": counts}, schema=SWEEP,
+                        stacked_by=(*names, "flows"))
+    out = out.assign_coords({name: (dim, values, own)
+                             for name, (dim, values, own) in coords.items()})
+    if "cc" in names:  # the declared coordinate's long name
+        out.cc.attrs = {"long_name": SWEEP.coordinates["cc"].long_name}
+    out = out.assign_coords({name: first[name].variable for name in ("time", "link",
+                                                                      "link_tier")})
+    out.attrs = {key: first.attrs[key] for key in ("engine", "pathflow_version", "dt",
+                                                   "sample_interval", "packet_bytes")}
+    out.attrs.update(attrs)
+    return out
