@@ -84,7 +84,7 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
     axes = fig.subplots(3 if rounds else 2, 2, sharex=True)
     (queue, latency), (rate, convergence) = axes[:2]
     points = [(str(cc), ds.sel(cc=cc)) for cc in ds.cc.values] if "cc" in ds.dims else [("", ds)]
-    top = float(ds.time[-1]) * 1e3
+    top = float(ds.attrs["duration"] if "duration" in ds.attrs else ds.time[-1]) * 1e3
     marked: set[str] = set()  # states shown
     for (label, one), colour in zip(points, [f"C{i}" for i in range(10)], strict=False):
         flows = one.flows.values

@@ -11,8 +11,9 @@ controls compared side by side; each axis' coordinate in SI units with its text 
 `<dim>_label`). Per point: summaries (throughput, fairness, queue statistics and queueing
 latency of the bottleneck, convergence time, seed 001's standing-queue criterion, the verdict of
 `pathflow.verdict`; for barrier-synchronised incast rounds, `[traffic] rounds`, the goodput over
-the completed rounds and their count, NaN for a scenario without rounds) and the queue and
-utilization time series of every link; NaN where a point has not run yet. In the incast pattern
+the completed rounds and their count, NaN for a scenario without rounds) and, when asked for
+(`series`), the queue and utilization time series of every link; NaN where a point has not run
+yet. `pathflow.store` keeps it in a zarr store that grows point by point. In the incast pattern
 the flows are spread round-robin over the senders, so a point's flow count is its number of
 servers (the classic incast experiment's N) up to the scenario's senders, and beyond them several
 flows share a server.
@@ -137,7 +138,7 @@ def _rounds(ds: xr.Dataset) -> dict[str, float]:
 
 
 Point = tuple[tuple[int, ...], int]  # (index along each dimension, flows)
-_Finished = dict[Point, tuple[dict[str, float], xr.Dataset]]  # summaries and series
+_Finished = dict[Point, tuple[dict[str, float], xr.Dataset | None]]  # summaries, series
 
 
 def sweep(scenario: Scenario, flows: str | Sequence[int], *,
@@ -147,7 +148,7 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
           on_chunk: Callable[[xr.Dataset], None] | None = None,
           before_run: Callable[[list[Compiled]], None] | None = None,
           resume: xr.Dataset | None = None,
-          standing_queue: float = STANDING_QUEUE) -> xr.Dataset:
+          standing_queue: float = STANDING_QUEUE, series: bool = False) -> xr.Dataset:
     """Run `scenario` at every point of the grid: the flow counts `flows` ("80:2000" or a
     list) by every value of each key of `set` ({"aqm.threshold": "20pkt,40pkt",
     "transport.cc": ["dctcp", "reno"]}; `pathflow.axes`) and, with `seeds`, hash seeds 1 to
@@ -159,8 +160,11 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
     before any runs (to state the cost, or refuse by raising). `resume` is a partial result of
     the same sweep (as `on_chunk` saw it): its chunks are not run again, and the result is the
     one an uninterrupted sweep gives. `standing_queue` (bytes) is the threshold of
-    `summarize_point`'s seed 001 criterion. `with_predictions` adds each point's prediction
-    from the model alone (`pathflow sweep --analyze`)."""
+    `summarize_point`'s seed 001 criterion. `series` keeps each point's per-link queue and
+    utilization over time beside its summaries (`SERIES`: 8 bytes per link, record and point,
+    gigabytes over a grid of thousands of points; the summaries alone are kept by default).
+    `with_predictions` adds each point's prediction from the model alone (`pathflow sweep
+    --analyze`)."""
     counts = parse_flow_range(flows) if isinstance(flows, str) else [int(n) for n in flows]
     dims = sweep_dimensions(set or {}, seeds, zipped)
     places = list(grid(dims))
@@ -170,7 +174,9 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
                                  for place, n in points])
     links = _links(compiled[:: len(counts)], dims)
     attrs = {"scenario": scenario.to_toml(), "scenario_name": scenario.name,
-             "standing_queue": standing_queue, "sweep_axes": _described(dims)}
+             "standing_queue": standing_queue, "sweep_axes": _described(dims),
+             "kept": "summaries and series" if series else "summaries",
+             "duration": scenario.si.run.duration}
     finished = _resumable(resume, attrs, dims, counts)
     skip = {i for i, point in enumerate(points) if point in finished}
     todo = [c for i, c in enumerate(compiled) if i not in skip]
@@ -181,7 +187,8 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
     first: xr.Dataset | None = None
     for chunk in run_together(compiled, progress, skip=skip):
         for c, ds in chunk:
-            finished[place_of[id(c)]] = (summarize_point(ds, standing_queue), _series(ds))
+            finished[place_of[id(c)]] = (summarize_point(ds, standing_queue),
+                                         _series(ds) if series else None)
             first = ds if first is None else first
         if on_chunk is not None:
             on_chunk(_combine(finished, dims, counts, {**coords, **links}, first, attrs))
@@ -310,7 +317,7 @@ def _resumable(resume: xr.Dataset | None, attrs: Mapping[str, object],
             raise ScenarioError(_NOT_RESUMABLE)
         # a result saved before a summary existed has none: NaN, as for a point that lacks it
         kept[place, n] = ({name: float(one[name]) if name in one else math.nan
-                           for name in SUMMARIES}, _series(one))
+                           for name in SUMMARIES}, _series(one) if "queue" in one else None)
     return kept
 
 
@@ -328,14 +335,15 @@ def _combine(finished: _Finished, dims: Sequence[Dimension], counts: list[int],
     shape = (*(len(d) for d in dims), len(counts))
     column = {n: j for j, n in enumerate(counts)}
     summaries = {name: np.full(shape, math.nan) for name in SUMMARIES}
-    template = _series(first)
-    series = {name: np.full(shape + template[name].shape, math.nan) for name in SERIES}
+    kept_series = attrs["kept"] == "summaries and series"
+    series = {name: np.full(shape + first[name].shape, math.nan)
+              for name in (SERIES if kept_series else ())}
     for (place, n), (summary, kept) in finished.items():
         at = (*place, column[n])
         for name in SUMMARIES:
             summaries[name][at] = summary[name]
-        for name in SERIES:
-            series[name][at] = kept[name].values
+        for name in series:
+            series[name][at] = kept[name].values if kept is not None else math.nan
     names = [d.name for d in dims]
     out = build_dataset({**summaries, **series}, {"flows": counts}, schema=SWEEP,
                         stacked_by=(*names, "flows"))
@@ -343,8 +351,9 @@ def _combine(finished: _Finished, dims: Sequence[Dimension], counts: list[int],
                              for name, (dim, values, own) in coords.items()})
     if "cc" in names:  # the declared coordinate's long name
         out.cc.attrs = {"long_name": SWEEP.coordinates["cc"].long_name}
-    out = out.assign_coords({name: first[name].variable for name in ("time", "link",
-                                                                      "link_tier")})
+    out = out.assign_coords({name: first[name].variable for name in ("link", "link_tier",
+                                                                      *(["time"] if series
+                                                                        else []))})
     out.attrs = {key: first.attrs[key] for key in ("engine", "pathflow_version", "dt",
                                                    "sample_interval", "packet_bytes")}
     out.attrs.update(attrs)

@@ -174,7 +174,7 @@ def test_ns3_runner() -> None:
 
 
 def test_sweep() -> None:
-    ds = sweep(tiny(), [1, 2])
+    ds = sweep(tiny(), [1, 2], series=True)
     check_dataset(ds, SWEEP)
     assert ds.queue.dims == ("flows", "time", "link") and ds.queue_max.dims == ("flows",)
 

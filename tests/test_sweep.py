@@ -72,10 +72,10 @@ def test_cli_sweep_writes_dataset_and_plot(tmp_path: Path) -> None:
     scenario.write_text(small().to_toml())
     out = tmp_path / "sweep.nc"
     result = CliRunner().invoke(app, ["sweep", str(scenario), "--flows", "2:8:3", "-o", str(out),
-                                      "-q"])
+                                      "-q", "--keep", "series"])
     assert result.exit_code == 0, result.output
     ds = xr.open_dataset(out)
-    assert list(ds.flows.values) == [2, 5, 8]
+    assert list(ds.flows.values) == [2, 5, 8] and ds.attrs["kept"] == "summaries and series"
     assert ds.queue.dims == ("flows", "time", "link")
     assert ds.convergence_time.attrs["units"] == "s"
     # no rounds: their summaries are NaN, and the table has no goodput column
@@ -166,7 +166,7 @@ def test_controls_side_by_side() -> None:
     dctcp = small()
     reno = dctcp.with_cc("reno")
     both = sweep(dctcp, counts, set={"transport.cc": "dctcp,reno"})
-    assert list(both.cc.values) == ["dctcp", "reno"] and both.queue.dims[:2] == ("cc", "flows")
+    assert list(both.cc.values) == ["dctcp", "reno"] and both.queue_max.dims == ("cc", "flows")
     check_dataset(both, SWEEP)
     for cc, alone in (("dctcp", dctcp), ("reno", reno)):
         single = sweep(alone, counts)
@@ -325,7 +325,7 @@ def test_sweep_analyze_puts_the_prediction_beside_each_point(
                                       "--cc", "reno,dctcp", "-o", str(out), "-q"])
     assert result.exit_code == 0, result.output
     with xr.open_dataset(out) as ds:
-        warmup = float(ds.time[-1]) / 4
+        warmup = float(ds.attrs["duration"]) / 4
         early = (ds.predicted_settling_time * math.log(50) / math.log(10) < warmup).values
         assert early[0].all() and not early[1].any()  # reno, dctcp
         np.testing.assert_allclose(ds.predicted_queue.values[early],

@@ -53,7 +53,8 @@ def test_a_grid_of_threshold_and_seed_is_its_points_single_runs() -> None:
     coordinates are in SI with the text beside them, and DCTCP's peak queue follows the
     threshold, K + N packets, at every point."""
     counts = [3, 5]
-    swept = pathflow.sweep(small(), counts, set={"aqm.threshold": "20pkt,40pkt"}, seeds=2)
+    swept = pathflow.sweep(small(), counts, set={"aqm.threshold": "20pkt,40pkt"}, seeds=2,
+                           series=True)
     check_dataset(swept, SWEEP)
     assert swept.queue_max.dims == ("threshold", "seed", "flows")
     assert swept.queue.dims == ("threshold", "seed", "flows", "time", "link")

@@ -44,14 +44,16 @@ def user_errors() -> Iterator[None]:
         fail(str(error))
 
 
-def check_writable(path: Path | None, option: str) -> None:
-    """Refuse an output path before the work starts, not after."""
+def check_writable(path: Path | None, option: str, store: bool = False) -> None:
+    """Refuse an output path before the work starts, not after. A `store` (a zarr store) is a
+    directory, and must not be a file."""
     if path is None:
         return
     if not path.resolve().parent.is_dir():
         raise ScenarioError(f"{option}: directory {str(path.parent)!r} does not exist")
-    if path.is_dir():
-        raise ScenarioError(f"{option}: {str(path)!r} is a directory, not a file")
+    if path.exists() and path.is_dir() != store:
+        raise ScenarioError(f"{option}: {str(path)!r} is a {'file' if store else 'directory'}, "
+                            f"not a {'zarr store' if store else 'file'}")
     if not os.access(path.resolve().parent, os.W_OK) or (path.exists()
                                                          and not os.access(path, os.W_OK)):
         raise ScenarioError(f"{option}: {str(path)!r} is not writable (permission denied)")

@@ -64,18 +64,60 @@ def _keys(controls: str | None, settings: list[str]) -> dict[str, str]:
     return keys
 
 
-def _earlier_points(output: Path) -> xr.Dataset | None:
-    """The partial result an interrupted sweep left in `output` (None: nothing to resume)."""
-    import xarray as xr
+class _Output:
+    """Where a sweep's result goes: a zarr store (`.zarr`, `pathflow.store`) grown point by
+    point as chunks finish, readable with `xarray.open_zarr` while the sweep runs; or a netCDF
+    file (`.nc`) rewritten whole after every chunk."""
 
-    if not output.exists():
-        errors.print(f"--resume: {output} does not exist yet; running every point")
-        return None
-    try:
-        with xr.open_dataset(output, engine="h5netcdf") as saved:
-            return saved.load()
-    except (OSError, ValueError) as error:
-        fail(f"--resume: cannot read {str(output)!r} as a sweep result ({error})")
+    def __init__(self, path: Path) -> None:
+        if path.suffix not in (".zarr", ".nc"):
+            fail(f"--output: {str(path)!r} must end in .zarr (a store that grows point by "
+                 "point) or .nc (netCDF, rewritten after every chunk)")
+        self.path = path
+        self.zarr = path.suffix == ".zarr"
+        self.written: set[tuple[int, ...]] | None = None  # points in the store, once made
+        self.last: xr.Dataset | None = None
+        check_writable(path, "--output", store=self.zarr)
+
+    def save(self, partial: xr.Dataset) -> None:
+        """Keep the points of `partial` (the sweep so far) finished since the last call."""
+        from pathflow.results import write_dataset
+        from pathflow.store import create_store, finished_points, write_points
+
+        if not self.zarr:
+            write_dataset(partial, str(self.path))
+        elif self.written is None:
+            create_store(self.path, partial)
+            self.written = finished_points(partial)
+        else:
+            new = finished_points(partial) - self.written
+            write_points(self.path, partial, sorted(new))
+            self.written |= new
+        self.last = partial
+
+    def final(self, result: xr.Dataset) -> None:
+        """Replace what is saved by the whole result (with predictions beside the points)."""
+        from pathflow.results import write_dataset
+        from pathflow.store import create_store
+
+        (create_store if self.zarr else write_dataset)(result, self.path)
+
+    def earlier(self) -> xr.Dataset | None:
+        """The partial result an interrupted sweep left (None: nothing to resume)."""
+        import xarray as xr
+
+        from pathflow.store import read_store
+
+        if not self.path.exists():
+            errors.print(f"--resume: {self.path} does not exist yet; running every point")
+            return None
+        try:
+            if self.zarr:
+                return read_store(self.path)
+            with xr.open_dataset(self.path, engine="h5netcdf") as saved:
+                return saved.load()
+        except (OSError, ValueError, KeyError) as error:
+            fail(f"--resume: cannot read {str(self.path)!r} as a sweep result ({error})")
 
 
 def sweep(
@@ -89,8 +131,16 @@ def sweep(
                                        "topology.senders: up to that many, N flows are N "
                                        "servers, one flow each (the classic incast's N); "
                                        "beyond, several flows share a server.")] = "80:2000",
-    output: Annotated[Path, typer.Option("-o", "--output", help="Result Dataset (netCDF), "
-                                         "written after every batch.")] = Path("sweep.nc"),
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="Result Dataset: a zarr store (.zarr) that grows point by point, "
+                               "readable with xarray.open_zarr while the sweep runs, or netCDF "
+                               "(.nc), rewritten after every batch.")] = Path("sweep.zarr"),
+    keep: Annotated[str, typer.Option(
+        "--keep", help="What the result keeps of each point: summaries (throughput, fairness, "
+                       "queue and latency statistics, convergence, state), or series: also "
+                       "every link's queue and utilization over time (8 bytes per link, "
+                       "record and point: gigabytes over thousands of points).")
+                    ] = "summaries",
     plot: Annotated[Path | None, typer.Option("--plot", help="PNG of queue, throughput and "
                                               "convergence time versus flows, and with "
                                               "traffic.rounds the rounds' goodput (default: "
@@ -137,7 +187,6 @@ def sweep(
     experiment's goodput against servers."""
     with user_errors():
         from pathflow.axes import grid
-        from pathflow.results import write_dataset
         from pathflow.sweeps import parse_flow_range, sweep, sweep_dimensions
 
         counts = parse_flow_range(flows)
@@ -148,16 +197,13 @@ def sweep(
         dims = sweep_dimensions(keys, seeds, zipped)
         places = list(grid(dims))
         standing = parse_size(standing_queue, scenario.packet_bytes, "--standing-queue")
+        if keep not in ("summaries", "series"):
+            fail(f"--keep: {keep!r} is not allowed; allowed: summaries, series")
         plot = plot or output.with_suffix(".png")
-        check_writable(output, "--output")
+        saved = _Output(output)
         check_figure(plot, "--plot")
         setup_jax(threads)
-        saved: list[xr.Dataset] = []
-        earlier = _earlier_points(output) if resume else None
-
-        def save(partial: xr.Dataset) -> None:
-            write_dataset(partial, str(output))
-            saved.append(partial)
+        earlier = saved.earlier() if resume else None
 
         compared = "".join(f" x {len(d)} {d.name}" for d in dims)
         what = f"sweeping {scenario.name} over {len(counts)} flow counts{compared}"
@@ -173,18 +219,19 @@ def sweep(
                                    max_memory)
 
                 result = sweep(scenario, counts, set=keys, seeds=seeds, zipped=zipped,
-                               progress=update, on_chunk=save, before_run=before_run,
-                               resume=earlier, standing_queue=standing)
+                               progress=update, on_chunk=saved.save, before_run=before_run,
+                               resume=earlier, standing_queue=standing,
+                               series=keep == "series")
             if analyze:
                 from pathflow.sweeps import with_predictions
 
                 with preparing(f"predicting {len(counts) * len(places)} points from the model "
                                "alone", quiet):
                     result = with_predictions(result, scenario)
-                write_dataset(result, str(output))
+                saved.final(result)
         except KeyboardInterrupt:
-            if saved:
-                finished = int(saved[-1].aggregate_throughput.notnull().sum())
+            if saved.last is not None:
+                finished = int(saved.last.aggregate_throughput.notnull().sum())
                 errors.print(f"interrupted: {finished} finished points kept in "
                              f"{output}")
             raise typer.Exit(130) from None
