@@ -28,7 +28,8 @@ from pathflow.solvers.problem import Grid, Physics, pad_problem
 from pathflow.solvers.run import solve_together
 from pathflow.solvers.stepping import Stepping
 
-__all__ = ["Chunk", "Progress", "chunks", "compile_together", "run_together"]
+__all__ = ["Chunk", "Progress", "chunks", "compile_together", "pending", "run_chunk",
+           "run_together", "within"]
 
 Progress = Callable[[float, float], None]
 _CHUNK_BYTES = 1e9
@@ -97,30 +98,46 @@ def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
             yield Chunk(indices[i : i + batch], members[i : i + batch], shape, grid, batch)
 
 
+def run_chunk(chunk: Chunk, progress: Callable[[int, int], None] | None = None
+              ) -> list[tuple[Compiled, xr.Dataset]]:
+    """Run one chunk's points as one merged problem; `progress(records, total)` as the solver
+    reports it. A pure function of the chunk, so any process may run it (a dask worker)."""
+    padded = [pad_problem(c.problem, *chunk.shape) for c in chunk.members]
+    padded += padded[-1:] * (chunk.batch - len(padded))
+    trajectories = solve_together(chunk.members[0].physics, padded, chunk.grid,
+                                  progress=progress, stepping=chunk.members[0].stepping)
+    return [(c, labelled_result(c, t)) for c, t in zip(chunk.members, trajectories, strict=False)]
+
+
+def pending(compiled: list[Compiled], skip: Collection[int] = ()) -> Iterator[tuple[Chunk, int]]:
+    """The chunks to run (`chunks`) with the number of points before each, leaving out those
+    whose every point has its index in `skip` (a resumed sweep: its points ran in whole chunks,
+    and a point's result depends on the chunk it ran in, whose step the finest member sets)."""
+    before = 0
+    for chunk in chunks(compiled):
+        if not all(i in skip for i in chunk.indices):
+            yield chunk, before
+        before += len(chunk.members)
+
+
 def run_together(compiled: list[Compiled], progress: Progress | None = None,
                  skip: Collection[int] = ()
                  ) -> Iterator[list[tuple[Compiled, xr.Dataset]]]:
     """Run points from `compile_together` together: points of one physics and size bucket
     share a compiled program and run in chunks of about 1 GB, merged into one problem; each
     chunk's results are yielded as soon as it ends. `progress(done, total)` counts points.
-    Chunks whose every point has its index in `skip` are not run (a resumed sweep: its points
-    ran in whole chunks, and a point's result depends on the chunk it ran in, whose step the
-    finest member sets)."""
-    done = 0.0
-    for chunk in chunks(compiled):
-        n = len(chunk.members)
-        if all(i in skip for i in chunk.indices):
-            done += n
-            continue
+    Chunks whose every point has its index in `skip` are not run (`pending`)."""
+    for chunk, before in pending(compiled, skip):
+        yield run_chunk(chunk, within(chunk, before, len(compiled), progress))
 
-        def report(records: int, total: int, base: float = done, n: int = n) -> None:
-            if progress is not None:
-                progress(base + n * records / total, len(compiled))
 
-        padded = [pad_problem(c.problem, *chunk.shape) for c in chunk.members]
-        padded += padded[-1:] * (chunk.batch - len(padded))
-        trajectories = solve_together(chunk.members[0].physics, padded, chunk.grid,
-                                      progress=report, stepping=chunk.members[0].stepping)
-        yield [(c, labelled_result(c, t))
-               for c, t in zip(chunk.members, trajectories, strict=False)]
-        done += n
+def within(chunk: Chunk, before: int, total: int, progress: Progress | None
+           ) -> Callable[[int, int], None]:
+    """The solver's progress through `chunk` as points of the whole batch: `progress(done,
+    total)`, `before` points done before the chunk began."""
+
+    def report(records: int, steps: int) -> None:
+        if progress is not None:
+            progress(before + len(chunk.members) * records / steps, total)
+
+    return report

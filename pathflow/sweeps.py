@@ -22,12 +22,14 @@ flows share a server.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from pathflow import compilation_cache
 from pathflow.analysis.predict import PREDICTIONS, predict
 from pathflow.axes import (
     Axis,
@@ -40,7 +42,8 @@ from pathflow.axes import (
     seed_axis,
     written,
 )
-from pathflow.batch import Progress, compile_together, run_together
+from pathflow.batch import Chunk, Progress, compile_together, pending, run_chunk, within
+from pathflow.cluster import run_remote
 from pathflow.compile import Compiled
 from pathflow.metrics import (
     below_since,
@@ -148,7 +151,8 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
           on_chunk: Callable[[xr.Dataset], None] | None = None,
           before_run: Callable[[list[Compiled]], None] | None = None,
           resume: xr.Dataset | None = None,
-          standing_queue: float = STANDING_QUEUE, series: bool = False) -> xr.Dataset:
+          standing_queue: float = STANDING_QUEUE, series: bool = False,
+          client: Any | None = None) -> xr.Dataset:
     """Run `scenario` at every point of the grid: the flow counts `flows` ("80:2000" or a
     list) by every value of each key of `set` ({"aqm.threshold": "20pkt,40pkt",
     "transport.cc": ["dctcp", "reno"]}; `pathflow.axes`) and, with `seeds`, hash seeds 1 to
@@ -163,6 +167,8 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
     `summarize_point`'s seed 001 criterion. `series` keeps each point's per-link queue and
     utilization over time beside its summaries (`SERIES`: 8 bytes per link, record and point,
     gigabytes over a grid of thousands of points; the summaries alone are kept by default).
+    `client` (a dask.distributed Client, `pathflow.cluster.connect`) runs the chunks on its
+    cluster, taking them as they finish; the result is the in-process one.
     `with_predictions` adds each point's prediction from the model alone (`pathflow sweep
     --analyze`)."""
     counts = parse_flow_range(flows) if isinstance(flows, str) else [int(n) for n in flows]
@@ -182,20 +188,69 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
     todo = [c for i, c in enumerate(compiled) if i not in skip]
     if before_run is not None and todo:
         before_run(todo)
-    place_of = {id(c): point for c, point in zip(compiled, points, strict=True)}
-    coords = coordinates(scenario, dims)
-    first: xr.Dataset | None = None
-    for chunk in run_together(compiled, progress, skip=skip):
-        for c, ds in chunk:
-            finished[place_of[id(c)]] = (summarize_point(ds, standing_queue),
-                                         _series(ds) if series else None)
-            first = ds if first is None else first
+    coords = {**coordinates(scenario, dims), **links}
+    frame: xr.Dataset | None = None
+    for done in _run(compiled, skip, progress, standing_queue, series, client):
+        for i, summary, kept in zip(done.indices, done.summaries, done.series, strict=True):
+            finished[points[i]] = (summary, kept)
+        frame = done.frame
         if on_chunk is not None:
-            on_chunk(_combine(finished, dims, counts, {**coords, **links}, first, attrs))
-    if first is None:  # every point was in `resume`
+            on_chunk(_combine(finished, dims, counts, coords, frame, attrs))
+    if frame is None:  # every point was in `resume`
         assert resume is not None
         return resume
-    return _combine(finished, dims, counts, {**coords, **links}, first, attrs)
+    return _combine(finished, dims, counts, coords, frame, attrs)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a sweep keeps of one chunk's points (what a worker sends back): per point its
+    index among the sweep's points, its summaries and its series (None unless kept); `frame`
+    holds the links, their tiers, the time axis and the run's attrs that every point shares."""
+
+    indices: list[int]
+    summaries: list[dict[str, float]]
+    series: list[xr.Dataset | None]
+    frame: xr.Dataset
+
+
+def measure(chunk: Chunk, standing_queue: float, series: bool,
+            progress: Callable[[int, int], None] | None = None) -> Measured:
+    """Run one chunk (`batch.run_chunk`) and keep what a sweep keeps of its points."""
+    results = run_chunk(chunk, progress)
+    first = results[0][1]
+    frame = xr.Dataset(coords={name: first[name].variable for name in ("link", "link_tier",
+                                                                      "time")},
+                       attrs={key: first.attrs[key] for key in ("engine", "pathflow_version",
+                                                                "dt", "sample_interval",
+                                                                "packet_bytes")})
+    return Measured(list(chunk.indices), [summarize_point(ds, standing_queue) for _, ds in results],
+                    [_series(ds) if series else None for _, ds in results], frame)
+
+
+def _on_worker(chunk: Chunk, standing_queue: float, series: bool) -> Measured:
+    """`measure` on a dask worker, keeping JAX's compiled programs on disk as the command line
+    does (the workers of one machine share them)."""
+    compilation_cache.enable()
+    return measure(chunk, standing_queue, series)
+
+
+def _run(compiled: list[Compiled], skip: Collection[int], progress: Progress | None,
+         standing_queue: float, series: bool, client: Any | None) -> Iterator[Measured]:
+    """The chunks not in `skip` measured in this process, one after another, or on `client`'s
+    cluster as they finish; `progress(done, total)` counts points."""
+    total = len(compiled)
+    if client is None:
+        for chunk, before in pending(compiled, skip):
+            yield measure(chunk, standing_queue, series, within(chunk, before, total, progress))
+        return
+    done = sum(1 for i in skip if i < total)
+    tasks = [(chunk, standing_queue, series) for chunk, _ in pending(compiled, skip)]
+    for measured in run_remote(client, _on_worker, tasks):
+        done += len(measured.indices)
+        if progress is not None:
+            progress(done, total)
+        yield measured
 
 
 def sweep_dimensions(keys: Mapping[str, str | Sequence[Any]], seeds: int | None = None,
@@ -328,15 +383,16 @@ def _series(ds: xr.Dataset) -> xr.Dataset:
 
 
 def _combine(finished: _Finished, dims: Sequence[Dimension], counts: list[int],
-             coords: Mapping[str, tuple[Any, Any, dict[str, str]]], first: xr.Dataset,
+             coords: Mapping[str, tuple[Any, Any, dict[str, str]]], frame: xr.Dataset,
              attrs: Mapping[str, object]) -> xr.Dataset:
     """The sweep's Dataset: every point of the grid, NaN where one has not finished; `coords`
-    are the axes' (`axes.coordinates`) and the links' (`_links`)."""
+    are the axes' (`axes.coordinates`) and the links' (`_links`), `frame` what every point
+    shares (`Measured.frame`)."""
     shape = (*(len(d) for d in dims), len(counts))
     column = {n: j for j, n in enumerate(counts)}
     summaries = {name: np.full(shape, math.nan) for name in SUMMARIES}
     kept_series = attrs["kept"] == "summaries and series"
-    series = {name: np.full(shape + first[name].shape, math.nan)
+    series = {name: np.full((*shape, frame.time.size, frame.link.size), math.nan)
               for name in (SERIES if kept_series else ())}
     for (place, n), (summary, kept) in finished.items():
         at = (*place, column[n])
@@ -351,10 +407,9 @@ def _combine(finished: _Finished, dims: Sequence[Dimension], counts: list[int],
                              for name, (dim, values, own) in coords.items()})
     if "cc" in names:  # the declared coordinate's long name
         out.cc.attrs = {"long_name": SWEEP.coordinates["cc"].long_name}
-    out = out.assign_coords({name: first[name].variable for name in ("link", "link_tier",
+    out = out.assign_coords({name: frame[name].variable for name in ("link", "link_tier",
                                                                       *(["time"] if series
                                                                         else []))})
-    out.attrs = {key: first.attrs[key] for key in ("engine", "pathflow_version", "dt",
-                                                   "sample_interval", "packet_bytes")}
+    out.attrs = dict(frame.attrs)
     out.attrs.update(attrs)
     return out

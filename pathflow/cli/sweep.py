@@ -4,11 +4,12 @@ finished points. With no scenario it sweeps seed 001's RDMA incast with DCQCN an
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -102,6 +103,11 @@ class _Output:
 
         (create_store if self.zarr else write_dataset)(result, self.path)
 
+    def kept(self) -> str:
+        """How many finished points are saved, in words."""
+        finished = 0 if self.last is None else int(self.last.aggregate_throughput.notnull().sum())
+        return f"{finished} finished points kept in {self.path}"
+
     def earlier(self) -> xr.Dataset | None:
         """The partial result an interrupted sweep left (None: nothing to resume)."""
         import xarray as xr
@@ -179,6 +185,15 @@ def sweep(
     yes: Yes = False,
     max_memory: MaxMemory = None,
     threads: Threads = 1,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="Run the batches on a local dask cluster of N worker processes "
+                                 "(one thread each); the result is the in-process one.")
+                       ] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", metavar="tcp://HOST:PORT",
+        help="Run the batches on a running dask scheduler (as dask-jobqueue or dask-kubernetes "
+             "start one; docs/cluster.md); finished points are written here as they arrive.")
+                         ] = None,
 ) -> None:
     """Run a scenario for many flow counts and any other scenario keys, batched (one compiled
     program per physics and size bucket, whichever key varies). Before it starts, one line
@@ -202,14 +217,14 @@ def sweep(
         plot = plot or output.with_suffix(".png")
         saved = _Output(output)
         check_figure(plot, "--plot")
-        setup_jax(threads)
         earlier = saved.earlier() if resume else None
 
         compared = "".join(f" x {len(d)} {d.name}" for d in dims)
         what = f"sweeping {scenario.name} over {len(counts)} flow counts{compared}"
         try:
-            with preparing(f"preparing {len(counts)}{compared} points of {scenario.name}",
-                           quiet) as done, \
+            with _cluster(workers, scheduler, threads) as client, \
+                    preparing(f"preparing {len(counts)}{compared} points of {scenario.name}",
+                              quiet) as done, \
                     progress(what, quiet) as update:
                 def before_run(points: list[Compiled]) -> None:
                     from pathflow.cost import estimate_sweep
@@ -221,7 +236,7 @@ def sweep(
                 result = sweep(scenario, counts, set=keys, seeds=seeds, zipped=zipped,
                                progress=update, on_chunk=saved.save, before_run=before_run,
                                resume=earlier, standing_queue=standing,
-                               series=keep == "series")
+                               series=keep == "series", client=client)
             if analyze:
                 from pathflow.sweeps import with_predictions
 
@@ -230,11 +245,14 @@ def sweep(
                     result = with_predictions(result, scenario)
                 saved.final(result)
         except KeyboardInterrupt:
-            if saved.last is not None:
-                finished = int(saved.last.aggregate_throughput.notnull().sum())
-                errors.print(f"interrupted: {finished} finished points kept in "
-                             f"{output}")
+            errors.print(f"interrupted: {saved.kept()}")
             raise typer.Exit(130) from None
+        except Exception as error:
+            if type(error).__name__ != "KilledWorker":  # dask's: a task that killed its workers
+                raise
+            errors.print(f"error: a chunk killed every worker that ran it ({error}); "
+                         f"{saved.kept()}")
+            raise typer.Exit(1) from None
         if len(places) > MOST_TABLES:
             console.print(_verdict_table(result, dims, scenario.name))
         else:
@@ -246,6 +264,25 @@ def sweep(
             console.print(f"no prediction for {result.attrs['prediction_notes']}")
         figures = _plot(result, dims, plot)
         console.print(f"wrote {output} and {' and '.join(map(str, figures))}")
+
+
+@contextlib.contextmanager
+def _cluster(workers: int | None, scheduler: str | None, threads: int = 1
+             ) -> Iterator[Any]:
+    """The dask client of `--workers` or `--scheduler` (None: run in this process); JAX is set
+    up here after a local cluster's workers have started, so that they do not inherit this
+    process's single CPU (`setup_jax`)."""
+    if workers is None and scheduler is None:
+        setup_jax(threads)
+        yield None
+        return
+    if workers is not None and scheduler is not None:
+        fail("--workers / --scheduler: give one of them (a local cluster, or a running one)")
+    from pathflow.cluster import connect
+
+    with connect(workers, scheduler) as client:
+        setup_jax(threads)
+        yield client
 
 
 def _plot(result: xr.Dataset, dims: list[Dimension], plot: Path) -> list[Path]:
