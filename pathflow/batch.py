@@ -28,11 +28,11 @@ from pathflow.solvers.problem import Grid, Physics, pad_problem
 from pathflow.solvers.run import solve_together
 from pathflow.solvers.stepping import Stepping
 
-__all__ = ["Chunk", "Progress", "chunks", "compile_together", "pending", "run_chunk",
+__all__ = ["CHUNK_BYTES", "Chunk", "Progress", "chunks", "compile_together", "pending", "run_chunk",
            "run_together", "within"]
 
 Progress = Callable[[float, float], None]
-_CHUNK_BYTES = 1e9
+CHUNK_BYTES = 1e9  # a chunk's recorded series and feedback history, at most (bytes)
 
 
 def _bucket(flows: int) -> int:
@@ -72,9 +72,10 @@ class Chunk:
     batch: int
 
 
-def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
+def chunks(compiled: list[Compiled], chunk_bytes: float = CHUNK_BYTES) -> Iterator[Chunk]:
     """How `run_together` runs points: buckets of one physics, network and padded size, each in
-    equal chunks of about 1 GB."""
+    equal chunks whose recorded series and feedback history take about `chunk_bytes` (one
+    point at least)."""
     buckets: dict[tuple[Physics, int, int], list[int]] = {}
     for i, c in enumerate(compiled):
         buckets.setdefault((c.physics, c.problem.n_links, _bucket(c.problem.n_subflows)),
@@ -92,7 +93,7 @@ def chunks(compiled: list[Compiled]) -> Iterator[Chunk]:
                  max(c.problem.path_hops.shape[1] for c in members), size)
         values = grid.records * (shape[0] + size) * 12  # recorded series
         per_point = 8 * values + ring_bytes(grid.history, size)
-        most = max(1, int(_CHUNK_BYTES // per_point))
+        most = max(1, int(chunk_bytes // per_point))
         batch = -(-len(members) // -(-len(members) // most))  # equal chunks: least padding
         for i in range(0, len(members), batch):
             yield Chunk(indices[i : i + batch], members[i : i + batch], shape, grid, batch)
@@ -109,12 +110,13 @@ def run_chunk(chunk: Chunk, progress: Callable[[int, int], None] | None = None
     return [(c, labelled_result(c, t)) for c, t in zip(chunk.members, trajectories, strict=False)]
 
 
-def pending(compiled: list[Compiled], skip: Collection[int] = ()) -> Iterator[tuple[Chunk, int]]:
+def pending(compiled: list[Compiled], skip: Collection[int] = (),
+            chunk_bytes: float = CHUNK_BYTES) -> Iterator[tuple[Chunk, int]]:
     """The chunks to run (`chunks`) with the number of points before each, leaving out those
     whose every point has its index in `skip` (a resumed sweep: its points ran in whole chunks,
     and a point's result depends on the chunk it ran in, whose step the finest member sets)."""
     before = 0
-    for chunk in chunks(compiled):
+    for chunk in chunks(compiled, chunk_bytes):
         if not all(i in skip for i in chunk.indices):
             yield chunk, before
         before += len(chunk.members)

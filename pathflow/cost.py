@@ -116,6 +116,7 @@ class Cost:
     links: int = 0
     controllers: int = 0
     adaptive: bool = False  # the step follows the dynamics: steps and seconds are upper bounds
+    programs: int = 1  # programs to compile (a sweep: one per physics, network and batch shape)
 
     @property
     def memory(self) -> float:
@@ -178,11 +179,14 @@ def estimate(compiled: Compiled, check_dt: bool = False) -> Cost:
                 adaptive=compiled.stepping is not None)
 
 
-def estimate_sweep(points: Sequence[Compiled]) -> Cost:
+def estimate_sweep(points: Sequence[Compiled], series: bool = True,
+                   chunk_bytes: float | None = None) -> Cost:
     """The cost of a sweep over points from `pathflow.batch.compile_together`, run as
-    `pathflow.batch.run_together` plans it: buckets of one padded size, in equal chunks whose
-    points are merged into one problem (each chunk costs one run of the merged size)."""
-    from pathflow.batch import chunks
+    `pathflow.batch.run_together` plans it: buckets of one padded size, in equal chunks (of
+    `chunk_bytes`, `batch.CHUNK_BYTES` by default) whose points are merged into one problem
+    (each chunk costs one run of the merged size). `series`: each point's per-link queue and
+    utilization are kept (the sweep's `--keep series`; a run of hash seeds keeps them)."""
+    from pathflow.batch import CHUNK_BYTES, chunks
 
     if not points:
         raise ValueError("a sweep needs at least one point")
@@ -190,7 +194,7 @@ def estimate_sweep(points: Sequence[Compiled]) -> Cost:
     grid, itemsize = first.grid, _itemsize(first)
     state = _state_variables(first)
     seconds, peak, shapes = 0.0, (0.0, 0.0), set()
-    for chunk in chunks(list(points)):
+    for chunk in chunks(list(points), CHUNK_BYTES if chunk_bytes is None else chunk_bytes):
         links, paths, hops, size = chunk.shape
         merged = (chunk.batch * links + 1, chunk.batch * paths * hops, chunk.batch * size)
         program = (chunk.members[0].physics, *chunk.shape, chunk.batch)
@@ -201,14 +205,14 @@ def estimate_sweep(points: Sequence[Compiled]) -> Cost:
         recorded = grid.records * _per_record(merged[0], merged[2], state, itemsize)
         ring = ring_bytes(chunk.grid.history, merged[2])
         peak = max(peak, (_RECORD_COPIES * recorded, ring), key=sum)
-    kept = sum(2 * grid.records * _sizes(c)[1] * 2 * 8 for c in points)  # queue, utilization
+    kept = sum(2 * grid.records * _sizes(c)[1] * 2 * 8 for c in points) if series else 0
     other = max(_problem_bytes(c) for c in points) * len(points) + kept + _RUNTIME_BYTES
     return Cost(steps=grid.steps, records=grid.records, dt=first.dt,
                 sample_interval=first.sample_interval, history=first.grid.history,
                 record_bytes=peak[0], history_bytes=peak[1], other_bytes=other,
                 seconds=seconds, points=len(points), links=int(first.problem.n_links),
                 controllers=max(_sizes(c)[3] for c in points),
-                adaptive=first.stepping is not None)
+                adaptive=first.stepping is not None, programs=len(shapes))
 
 
 def duration(seconds: float) -> str:
@@ -233,7 +237,7 @@ def describe(cost: Cost) -> str:
     records = f"{cost.records:,} records"
     if cost.points > 1:
         steps = f"{cost.points} points x {steps}"
-        records += " each"
+        records += f" each, {cost.programs} program{'s' * (cost.programs > 1)} to compile"
     time = f"at most ~{duration(cost.seconds)}" if cost.adaptive else f"~{duration(cost.seconds)}"
     return f"{steps}, {records}, ~{format_bytes(cost.memory)}, {time} estimated"
 

@@ -22,7 +22,7 @@ flows share a server.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,15 @@ from pathflow.axes import (
     seed_axis,
     written,
 )
-from pathflow.batch import Chunk, Progress, compile_together, pending, run_chunk, within
+from pathflow.batch import (
+    CHUNK_BYTES,
+    Chunk,
+    Progress,
+    compile_together,
+    pending,
+    run_chunk,
+    within,
+)
 from pathflow.cluster import run_remote
 from pathflow.compile import Compiled
 from pathflow.metrics import (
@@ -152,7 +160,7 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
           before_run: Callable[[list[Compiled]], None] | None = None,
           resume: xr.Dataset | None = None,
           standing_queue: float = STANDING_QUEUE, series: bool = False,
-          client: Any | None = None) -> xr.Dataset:
+          client: Any | None = None, chunk_bytes: float = CHUNK_BYTES) -> xr.Dataset:
     """Run `scenario` at every point of the grid: the flow counts `flows` ("80:2000" or a
     list) by every value of each key of `set` ({"aqm.threshold": "20pkt,40pkt",
     "transport.cc": ["dctcp", "reno"]}; `pathflow.axes`) and, with `seeds`, hash seeds 1 to
@@ -168,7 +176,9 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
     utilization over time beside its summaries (`SERIES`: 8 bytes per link, record and point,
     gigabytes over a grid of thousands of points; the summaries alone are kept by default).
     `client` (a dask.distributed Client, `pathflow.cluster.connect`) runs the chunks on its
-    cluster, taking them as they finish; the result is the in-process one.
+    cluster, taking them as they finish; the result is the in-process one. `chunk_bytes` sizes
+    the batches (`batch.chunks`: their records and feedback history; memory at the peak is
+    about three times it).
     `with_predictions` adds each point's prediction from the model alone (`pathflow sweep
     --analyze`)."""
     counts = parse_flow_range(flows) if isinstance(flows, str) else [int(n) for n in flows]
@@ -190,7 +200,8 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
         before_run(todo)
     coords = {**coordinates(scenario, dims), **links}
     frame: xr.Dataset | None = None
-    for done in _run(compiled, skip, progress, standing_queue, series, client):
+    for done in _run(compiled, pending(compiled, skip, chunk_bytes), progress, standing_queue,
+                     series, client):
         for i, summary, kept in zip(done.indices, done.summaries, done.series, strict=True):
             finished[points[i]] = (summary, kept)
         frame = done.frame
@@ -235,17 +246,19 @@ def _on_worker(chunk: Chunk, standing_queue: float, series: bool) -> Measured:
     return measure(chunk, standing_queue, series)
 
 
-def _run(compiled: list[Compiled], skip: Collection[int], progress: Progress | None,
-         standing_queue: float, series: bool, client: Any | None) -> Iterator[Measured]:
-    """The chunks not in `skip` measured in this process, one after another, or on `client`'s
-    cluster as they finish; `progress(done, total)` counts points."""
+def _run(compiled: list[Compiled], todo: Iterable[tuple[Chunk, int]],
+         progress: Progress | None, standing_queue: float, series: bool, client: Any | None
+         ) -> Iterator[Measured]:
+    """The chunks `todo` (`batch.pending`) measured in this process, one after another, or on
+    `client`'s cluster as they finish; `progress(done, total)` counts points."""
     total = len(compiled)
+    chunks = list(todo)
     if client is None:
-        for chunk, before in pending(compiled, skip):
+        for chunk, before in chunks:
             yield measure(chunk, standing_queue, series, within(chunk, before, total, progress))
         return
-    done = sum(1 for i in skip if i < total)
-    tasks = [(chunk, standing_queue, series) for chunk, _ in pending(compiled, skip)]
+    done = total - sum(len(chunk.members) for chunk, _ in chunks)
+    tasks = [(chunk, standing_queue, series) for chunk, _ in chunks]
     for measured in run_remote(client, _on_worker, tasks):
         done += len(measured.indices)
         if progress is not None:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import pathflow
 from helpers import TINY_TOML, star
 from pathflow import cost
-from pathflow.batch import compile_together
+from pathflow.batch import chunks, compile_together
 from pathflow.cli import app
 from pathflow.compile import compile_scenario
 from pathflow.scenario import ScenarioError
@@ -114,7 +114,9 @@ def test_sweep_estimate_counts_points_on_one_time_axis() -> None:
     assert swept.controllers == 9
     # three size buckets (2, 4 and 16 subflows), each compiled and run once
     assert swept.seconds > 3 * (cost.COMPILE_SECONDS + single.steps * cost.STEP_BASE)
-    assert cost.describe(swept).startswith("3 points x 10,000 steps of 2 us, 200 records each")
+    assert cost.describe(swept).startswith("3 points x 10,000 steps of 2 us, 200 records each, "
+                                           "3 programs to compile")
+    assert swept.programs == 3
     # rate-based flows started together run once per host: two controllers, one bucket
     def dcqcn(flows: int, **traffic: str):  # type: ignore[no-untyped-def]
         return star(2, rate="1Gbps", delay="10us", buffer="100pkt", duration="20ms", cc="dcqcn",
@@ -125,6 +127,20 @@ def test_sweep_estimate_counts_points_on_one_time_axis() -> None:
                                                   for n in (2, 3, 9)]))
     together = cost.estimate_sweep(compile_together([dcqcn(n) for n in (2, 3, 9)]))
     assert together.controllers == 2 and together.seconds < apart.seconds
+
+
+def test_a_grid_is_one_program_and_smaller_batches_take_less_memory() -> None:
+    """Thresholds and seeds are values, not shapes: 8 points of one size are one program; with
+    batches of one point, the same points run in 8 chunks, the estimate's peak is an eighth,
+    and a summaries-only sweep needs less than one that keeps its series."""
+    points = compile_together([small().with_updates({"aqm.threshold": k, "run.seed": seed})
+                               for k in ("20pkt", "30pkt", "40pkt", "50pkt") for seed in (1, 2)])
+    whole = cost.estimate_sweep(points)
+    assert whole.programs == 1 and len(list(chunks(points))) == 1
+    alone = cost.estimate_sweep(points, chunk_bytes=1.0)  # a point per chunk, at least
+    assert len(list(chunks(points, 1.0))) == 8 and alone.programs == 1  # one batch shape
+    assert alone.record_bytes == pytest.approx(whole.record_bytes / 8)
+    assert cost.estimate_sweep(points, series=False).memory < whole.memory
 
 
 def test_memory_refusal_names_what_would_fit() -> None:

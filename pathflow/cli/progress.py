@@ -32,7 +32,8 @@ Yes = Annotated[bool, typer.Option("--yes", "-y", help=(
     "ask on, such a run is refused unless --yes is given)."))]
 MaxMemory = Annotated[str | None, typer.Option("--max-memory", metavar="SIZE", help=(
     "Refuse to start when the estimated memory exceeds SIZE, e.g. 8GB (default: the memory "
-    "available now)."))]
+    "available now); a sweep also sizes its batches to it (records of a batch: a quarter of "
+    "SIZE at most)."))]
 
 
 def _interactive() -> bool:

@@ -214,6 +214,7 @@ def sweep(
         standing = parse_size(standing_queue, scenario.packet_bytes, "--standing-queue")
         if keep not in ("summaries", "series"):
             fail(f"--keep: {keep!r} is not allowed; allowed: summaries, series")
+        batch_bytes = _batch_bytes(max_memory)
         plot = plot or output.with_suffix(".png")
         saved = _Output(output)
         check_figure(plot, "--plot")
@@ -230,13 +231,14 @@ def sweep(
                     from pathflow.cost import estimate_sweep
 
                     done()
-                    before_running(estimate_sweep(points), scenario.name, quiet, yes,
-                                   max_memory)
+                    before_running(estimate_sweep(points, keep == "series", batch_bytes),
+                                   scenario.name, quiet, yes, max_memory)
 
                 result = sweep(scenario, counts, set=keys, seeds=seeds, zipped=zipped,
                                progress=update, on_chunk=saved.save, before_run=before_run,
                                resume=earlier, standing_queue=standing,
-                               series=keep == "series", client=client)
+                               series=keep == "series", client=client,
+                               chunk_bytes=batch_bytes)
             if analyze:
                 from pathflow.sweeps import with_predictions
 
@@ -264,6 +266,17 @@ def sweep(
             console.print(f"no prediction for {result.attrs['prediction_notes']}")
         figures = _plot(result, dims, plot)
         console.print(f"wrote {output} and {' and '.join(map(str, figures))}")
+
+
+def _batch_bytes(max_memory: str | None) -> float:
+    """How much of its memory a batch's records and feedback history may take: `batch`'s
+    default, or with `--max-memory` a quarter of it where that is less (the solver holds about
+    three copies of a batch's records at its peak, beside the program and the kept results)."""
+    from pathflow.batch import CHUNK_BYTES
+
+    if max_memory is None:
+        return CHUNK_BYTES
+    return min(CHUNK_BYTES, parse_size(max_memory, 1.0, "--max-memory") / 4)
 
 
 @contextlib.contextmanager
