@@ -111,10 +111,21 @@ import numpy as np
 from pathflow.models.base import Array, CongestionModel, Signals, State, receiver_sum
 from pathflow.models.parameters import Parameter, Presets
 
-__all__ = ["SURE", "TINY", "Dcqcn", "DcqcnParams", "dcqcn_parameters", "per_packet"]
+__all__ = ["SURE", "TINY", "Dcqcn", "DcqcnParams", "dcqcn_parameters", "log_keep_of",
+           "per_packet"]
 
 TINY = 1e-30
 SURE = 1.0 - 1e-12  # p is kept below 1 so that log(1 - p) stays finite
+LOG_UNSURE = math.log1p(-SURE)  # log(1 - SURE), about -27.6
+
+
+def log_keep_of(p: Array) -> Array:
+    """log(1 - p) for p in [0, SURE], bounded below by log(1 - SURE) in every precision. In
+    float32 SURE rounds to exactly 1: a full queue's p = 1 gave log(1 - p) = -inf, and a flow
+    that sees no rate 0 x -inf = NaN (the default sweep's DCQCN+ point at 1,120 flows went NaN
+    under PFC, benchmarks/bench_precision.py), while a saturated p took a different bound than
+    in float64. The bound is float64's own, so float64 results do not move."""
+    return jnp.maximum(jnp.log1p(-p), LOG_UNSURE)
 
 
 class DcqcnParams(NamedTuple):
@@ -224,7 +235,7 @@ class Dcqcn(CongestionModel):
     def derivative(self, state: State, signals: Signals, params: DcqcnParams) -> State:
         seen = signals.acked_rate  # R_C*: the rate whose feedback arrives now
         p = jnp.clip(signals.mark * _cnp_share(signals, seen, params), 0.0, SURE)
-        log_keep = jnp.log1p(-p)
+        log_keep = log_keep_of(p)
         current, target, alpha = state["current_rate"], state["target_rate"], state["alpha"]
         tau, byte_counter, timer = params.cnp_interval, params.byte_counter, params.timer
         cut = -jnp.expm1(tau * seen * log_keep)  # a

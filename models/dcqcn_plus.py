@@ -82,7 +82,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from pathflow.models.base import Array, Signals, State, receiver_sum
-from pathflow.models.dcqcn import SURE, TINY, Dcqcn, dcqcn_parameters, per_packet
+from pathflow.models.dcqcn import (
+    SURE,
+    TINY,
+    Dcqcn,
+    dcqcn_parameters,
+    log_keep_of,
+    per_packet,
+)
 from pathflow.models.parameters import Parameter, Presets
 
 __all__ = ["DcqcnPlus", "DcqcnPlusParams", "increase_step"]
@@ -161,7 +168,7 @@ class DcqcnPlus(Dcqcn):
     def derivative(self, state: State, signals: Signals, params: DcqcnPlusParams) -> State:
         seen = signals.acked_rate  # R_C*
         p = jnp.clip(signals.mark, 0.0, SURE)
-        log_keep = jnp.log1p(-p)
+        log_keep = log_keep_of(p)
         current, target, alpha = state["current_rate"], state["target_rate"], state["alpha"]
         stage = jnp.maximum(state["stage"], TINY)
         sharing = receiver_sum((seen > 0).astype(seen.dtype), signals)
