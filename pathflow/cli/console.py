@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -16,6 +16,11 @@ from pathflow import compilation_cache
 from pathflow.atomic import write_atomically
 from pathflow.scenario import ScenarioError
 from pathflow.units import UnitError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pathflow.scenario import Scenario
 
 console = Console()
 # progress, warnings and errors go to stderr, so that stdout holds only the results
@@ -96,3 +101,60 @@ def setup_jax(threads: int) -> None:
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, set(cpus[:threads]))
     compilation_cache.enable()
+
+
+DEVICES = {"cpu": "cpu", "gpu": "cuda"}  # --device -> JAX's platform name
+PRECISIONS = ("float64", "float32")  # run.precision's values
+
+Device = Annotated[str, typer.Option(
+    "--device", metavar="cpu|gpu",
+    help="Where JAX computes: cpu, or gpu (JAX's CUDA backend; pip install pathflow[gpu] on a "
+         "machine with an NVIDIA GPU). The CPU is the default even where a GPU is present: "
+         "float64 is the default precision, and GPUs are fast in float32.")]
+Precision = Annotated[str | None, typer.Option(
+    "--precision", metavar="float64|float32",
+    help="Set run.precision for every point (default: the scenario's own, float64 unless it "
+         "says otherwise). float32 is for GPUs; docs/architecture.md \"Precision\" says which "
+         "results it keeps within what tolerance of float64.")]
+
+
+def setup_device(device: str) -> None:
+    """Choose JAX's backend (`--device`). Must run before JAX's first operation: JAX fixes its
+    platforms when it first initialises them, and later changes of `jax_platforms` are ignored.
+    Asking for the CPU explicitly keeps a machine with JAX's CUDA build from putting a float64
+    run on its GPU unasked; asking for the GPU where JAX finds none is one line and exit code 2,
+    not JAX's traceback (on a fresh process a missing CUDA plugin raises a bare
+    AssertionError)."""
+    if device not in DEVICES:
+        fail(f"--device: unknown device {device!r}; allowed: {', '.join(DEVICES)}")
+    import jax
+
+    earlier = jax.config.jax_platforms
+    jax.config.update("jax_platforms", DEVICES[device])
+    if device == "cpu":
+        return
+    try:
+        found = jax.devices("gpu")
+    except Exception:  # RuntimeError (no such backend), AssertionError (no CUDA plugin), ...
+        found = []
+    if not found:
+        jax.config.update("jax_platforms", earlier)  # leave an in-process caller usable
+        fail("--device gpu: JAX finds no GPU (install pathflow[gpu], JAX's CUDA build, on a "
+             "machine with an NVIDIA GPU)")
+
+
+def accelerate(scenario: Scenario, keys: Mapping[str, object], device: str,
+               precision: str | None) -> Scenario:
+    """`--device` and `--precision` of a sweep: the backend chosen (`setup_device`) and the
+    scenario with `run.precision` set, so that every point of the grid (`keys`, the swept
+    dotted keys) computes in it. `--precision` beside `--set run.precision=...` is refused:
+    the one fixes what the other sweeps."""
+    if precision is not None:
+        if precision not in PRECISIONS:
+            fail(f"--precision: unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+        if "run.precision" in keys:
+            fail("--precision: cannot be combined with --set run.precision (which sweeps it); "
+                 "give one of the two")
+        scenario = scenario.with_updates({"run.precision": precision})
+    setup_device(device)
+    return scenario

@@ -15,12 +15,14 @@ import typer
 from rich.table import Table
 
 from pathflow.cli.console import (
+    Device,
     Threads,
     check_figure,
     check_writable,
     console,
     errors,
     fail,
+    setup_device,
     setup_jax,
     user_errors,
     write_output,
@@ -250,6 +252,7 @@ def run(
     yes: Yes = False,
     max_memory: MaxMemory = None,
     threads: Threads = 1,
+    device: Device = "cpu",
 ) -> None:
     """Simulate a scenario with the fluid model (default) or the packet-level reference
     simulator (--engine packet); print per-flow throughput, the busiest links' queues,
@@ -272,6 +275,7 @@ def run(
         scenario = load_scenario(scenario_file)
         check_writable(output, "--output")
         check_figure(plot, "--plot")
+        setup_device(device)
         setup_jax(threads)
         if seeds is not None:
             _run_seeds(scenario, seeds, output, plot, quiet, yes, max_memory)

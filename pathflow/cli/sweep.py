@@ -16,7 +16,10 @@ import typer
 from rich.table import Table
 
 from pathflow.cli.console import (
+    Device,
+    Precision,
     Threads,
+    accelerate,
     check_figure,
     check_writable,
     console,
@@ -194,6 +197,8 @@ def sweep(
         help="Run the batches on a running dask scheduler (as dask-jobqueue or dask-kubernetes "
              "start one; docs/cluster.md); finished points are written here as they arrive.")
                          ] = None,
+    device: Device = "cpu",
+    precision: Precision = None,
 ) -> None:
     """Run a scenario for many flow counts and any other scenario keys, batched (one compiled
     program per physics and size bucket, whichever key varies). Before it starts, one line
@@ -209,6 +214,7 @@ def sweep(
         if scenario_file is None and controls is None:
             controls = DEFAULT_CONTROLS
         keys = _keys(controls, settings or [])
+        scenario = accelerate(scenario, keys, device, precision)
         dims = sweep_dimensions(keys, seeds, zipped)
         places = list(grid(dims))
         standing = parse_size(standing_queue, scenario.packet_bytes, "--standing-queue")
