@@ -5,12 +5,11 @@ An axis becomes a dimension of the sweep's Dataset in front of `flows`. The dime
 after the key's last part (`aqm.threshold` -> `threshold`, `transport.cc` -> `cc`,
 `run.seed` -> `seed`), or the whole key with `_` for `.` where two axes would share a name or
 the Dataset names something else so (`topology.buffer` -> `topology_buffer`, beside the links'
-`buffer`). Its
-coordinate holds the values in SI units (bytes, s, bytes/s, with a `units` attribute; a size
-or rate written in packets is converted at the scenario's packet size) or, for choices, counts
-and flags, the values themselves; beside it `<dim>_label` keeps the text the user wrote. Axes
-zipped together (`--zip`) share one dimension, named after the first, the others' coordinates
-lying along it.
+`buffer`). Its coordinate holds the values in SI units (bytes, s, bytes/s, with a `units`
+attribute; a size or rate written in packets is converted at the scenario's packet size; "1"
+for counts and plain numbers) or, for choices and flags, the values as written; beside it
+`<dim>_label` keeps the text the user wrote. Axes zipped together (`--zip`) share one
+dimension, named after the first, the others' coordinates lying along it.
 
 Values are text as a scenario file holds it ("20pkt", "10Gbps", "dctcp"); a bare number is a
 number (TOML reads it), and for a quantity it is in SI units (`Scenario.with_updates`). A range
@@ -173,11 +172,10 @@ def coordinates(base: Scenario, dims: Sequence[Dimension]
                 units.add(unit)
             numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
             attrs = {"long_name": f"swept scenario key {a.key}"}
-            unit = units.pop() if len(units) == 1 else None
-            if not numeric or (unit is None and len(units) > 0):
-                values = list(a.labels)  # no common number: the values as written
-            elif unit is not None:
-                attrs["units"] = unit
+            if numeric and len(units) == 1:
+                attrs["units"] = units.pop() or "1"  # counts and plain numbers: "1"
+            else:  # choices, flags, or numbers of no common unit: the values as written
+                values = list(a.labels)
             out[name] = (d.name, values, attrs)
             out[f"{name}_label"] = (d.name, list(a.labels),
                                     {"long_name": f"{a.key} as written"})

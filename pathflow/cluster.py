@@ -26,7 +26,9 @@ CONNECT_SECONDS = 10.0  # how long to try a scheduler before calling it unreacha
 @contextlib.contextmanager
 def connect(workers: int | None = None, scheduler: str | None = None) -> Iterator[Any]:
     """A dask `Client`: of a local cluster of `workers` processes (one thread each: a fluid
-    step is many small kernels), or of the scheduler at `scheduler`; closed on exit.
+    step is many small kernels), or of the scheduler at `scheduler`; closed on exit. It does
+    not become dask's default scheduler, which a notebook's own dask work would otherwise
+    reach after the cluster has gone.
     ScenarioError, one line, when the scheduler cannot be reached."""
     from dask.distributed import Client, LocalCluster
 
@@ -36,11 +38,12 @@ def connect(workers: int | None = None, scheduler: str | None = None) -> Iterato
         if workers < 1:
             raise ScenarioError(f"--workers: {workers} must be at least 1")
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address=None) as cluster, \
+                Client(cluster, set_as_default=False) as client:
             yield client
         return
     try:
-        client = Client(scheduler, timeout=CONNECT_SECONDS)
+        client = Client(scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
     except ValueError as error:
         raise ScenarioError(f"--scheduler: {scheduler!r} is not an address such as "
                             f"tcp://HOST:PORT ({error})") from None
@@ -58,5 +61,5 @@ def run_remote(client: Any, function: Callable[..., Any], tasks: Iterable[tuple[
     from dask.distributed import as_completed
 
     futures = [client.submit(function, *task, pure=False) for task in tasks]
-    for future in as_completed(futures):
+    for future in as_completed(futures, loop=client.loop):
         yield future.result()

@@ -73,8 +73,8 @@ def finished_points(result: xr.Dataset) -> set[tuple[int, ...]]:
 
 
 def read_store(path: str | Path) -> xr.Dataset:
-    """The store at `path`, loaded."""
-    with xr.open_zarr(path, consolidated=True) as stored:
+    """The store at `path`, loaded (without dask: its default scheduler may be a cluster's)."""
+    with xr.open_zarr(path, consolidated=True, chunks=None) as stored:
         return stored.load()
 
 

@@ -61,7 +61,7 @@ def test_a_grid_of_threshold_and_seed_is_its_points_single_runs() -> None:
     np.testing.assert_array_equal(swept.threshold, [20 * PACKET, 40 * PACKET])
     assert swept.threshold.attrs["units"] == "bytes"
     assert list(swept.threshold_label.values) == ["20pkt", "40pkt"]
-    assert list(swept.seed.values) == [1, 2]
+    assert list(swept.seed.values) == [1, 2] and swept.seed.attrs["units"] == "1"
     for k, threshold in enumerate(("20pkt", "40pkt")):
         alone = small().with_updates({"aqm.threshold": threshold, "run.seed": 2,
                                       "traffic.flows": 5})

@@ -220,6 +220,7 @@ def sweep(
         standing = parse_size(standing_queue, scenario.packet_bytes, "--standing-queue")
         if keep not in ("summaries", "series"):
             fail(f"--keep: {keep!r} is not allowed; allowed: summaries, series")
+        series = keep == "series"
         batch_bytes = _batch_bytes(max_memory)
         plot = plot or output.with_suffix(".png")
         saved = _Output(output)
@@ -237,13 +238,13 @@ def sweep(
                     from pathflow.cost import estimate_sweep
 
                     done()
-                    before_running(estimate_sweep(points, keep == "series", batch_bytes),
+                    before_running(estimate_sweep(points, series, batch_bytes),
                                    scenario.name, quiet, yes, max_memory)
 
                 result = sweep(scenario, counts, set=keys, seeds=seeds, zipped=zipped,
                                progress=update, on_chunk=saved.save, before_run=before_run,
                                resume=earlier, standing_queue=standing,
-                               series=keep == "series", client=client,
+                               series=series, client=client,
                                chunk_bytes=batch_bytes)
             if analyze:
                 from pathflow.sweeps import with_predictions
