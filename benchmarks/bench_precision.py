@@ -55,7 +55,7 @@ def run_sweep(precision: str, output: Path, quick: bool) -> dict[str, Any]:
     """`python -m pathflow sweep --precision P` into `output`; its wall time (compile
     included, with the JAX cache of whoever runs this: compare like with like)."""
     command = [sys.executable, "-m", "pathflow", "sweep", "--quiet", "--yes",
-               "--precision", precision, "-o", str(output)]
+               "--precision", precision, "--keep", "series", "-o", str(output)]
     if quick:
         from pathflow.scenario import load_scenario
 
