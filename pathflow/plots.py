@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.colors import BoundaryNorm, ListedColormap, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
@@ -37,6 +38,24 @@ def _finish(fig: Figure, path: str | Path | None) -> Figure:
     if path is not None:
         fig.savefig(Path(path), dpi=120)
     return fig
+
+
+def _mark_states(axes: Axes, flows: np.ndarray, values: np.ndarray, states: np.ndarray,
+                 colour: str) -> set[str]:
+    """Each point's state as its marker (`STATE_MARKERS`) on a line; the states drawn."""
+    drawn = set()
+    for state, marker in STATE_MARKERS.items():
+        chosen = states == state
+        if chosen.any():
+            axes.plot(flows[chosen], values[chosen], marker, ms=5, color=colour, mfc="none")
+            drawn.add(state)
+    return drawn
+
+
+def _state_key(axes: Axes, drawn: set[str]) -> None:
+    """The legend's key to the state markers drawn, in grey."""
+    for state in (s for s in STATE_MARKERS if s in drawn):
+        axes.plot([], [], STATE_MARKERS[state], color="grey", mfc="none", label=state)
 
 
 def plot_run(ds: xr.Dataset, path: str | Path | None = None, links: int = 3, flows: int = 8
@@ -97,12 +116,7 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
                          label=own + name.replace("latency_", ""))
         gbps = one.aggregate_throughput.values * 8e-9
         rate.plot(flows, gbps, "-", color=colour, label=label or "throughput")
-        states = state_names(one.state)
-        for state, marker in STATE_MARKERS.items():
-            chosen = states == state
-            if chosen.any():
-                rate.plot(flows[chosen], gbps[chosen], marker, ms=5, color=colour, mfc="none")
-                marked.add(state)
+        marked |= _mark_states(rate, flows, gbps, state_names(one.state), colour)
         below = one.below_standing.values
         convergence.plot(flows, np.where(np.isfinite(below), below * 1e3, np.nan), "-o", ms=3,
                          color=colour, label=f"{own}queue below {standing / 1e3:g} KB")
@@ -124,8 +138,7 @@ def plot_sweep(ds: xr.Dataset, path: str | Path | None = None) -> Figure:
                             label=label or "goodput")
             axes[2][1].plot(flows, one.rounds_completed.values, "-o", ms=3, color=colour,
                             label=label or "rounds completed")
-    for state in (s for s in STATE_MARKERS if s in marked):  # the legend's key, in grey
-        rate.plot([], [], STATE_MARKERS[state], color="grey", mfc="none", label=state)
+    _state_key(rate, marked)
     buffer = float(ds.buffer.max())
     if float(ds.queue_max.max()) > 0.2 * buffer:
         queue.axhline(buffer / 1e3, color="grey", lw=0.8, ls="--", label="buffer")
@@ -233,18 +246,12 @@ def plot_grid(ds: xr.Dataset, path: str | Path | None = None, metric: str = "que
             panel.plot(flows, one.values, "-", color=colour, label=label or metric)
             if states is None or reduced:
                 continue
-            names = state_names(states.isel(at))
-            for state, marker in STATE_MARKERS.items():
-                chosen = names == state
-                if chosen.any():
-                    panel.plot(flows[chosen], one.values[chosen], marker, ms=5, color=colour,
-                               mfc="none")
-                    marked.add(state)
+            marked |= _mark_states(panel, flows, one.values, state_names(states.isel(at)),
+                                   colour)
         if facet:
             panel.set_title(f"{facet}={_labels(ds, facet)[j]}", fontsize=10)
         panel.set_xlabel("flows")
-    for state in (s for s in STATE_MARKERS if s in marked):  # the legend's key, in grey
-        panels[-1].plot([], [], STATE_MARKERS[state], color="grey", mfc="none", label=state)
+    _state_key(panels[-1], marked)
     panels[0].set_ylabel(f"{metric} ({unit})" if unit else metric)
     panels[-1].legend(fontsize=7, title=line, title_fontsize=8)
     over = (f"; mean, band min to max over {', '.join(reduced)}"

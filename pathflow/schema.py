@@ -335,8 +335,8 @@ def schema_problems(ds: xr.Dataset, schema: Schema = RESULT, *,
             and schema.stacks(dim, ds)]  # the sweep's own, described by their coordinates
     problems = [f"dimension {dim!r} is not declared" for dim in map(str, ds.dims)
                 if dim not in schema.dimensions and dim not in axes]
-    described = {*axes, *(f"{dim}_label" for dim in ds.dims if schema.stacks(str(dim), ds))}
     stacking = (*schema.stacking, *axes)
+    described = {*axes, *(f"{dim}_label" for dim in stacking)}
     declared_variables = {**schema.variables, **(extra or {})}
     named = ([("coordinate", str(n), schema.coordinates.get(str(n))) for n in ds.coords
               if str(n) not in described or str(n) in schema.coordinates]

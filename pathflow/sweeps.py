@@ -327,11 +327,9 @@ def with_predictions(result: xr.Dataset, scenario: Scenario) -> xr.Dataset:
                 label = " ".join([*(d.axes[0].labels[i] for d, i in zip(dims, place,
                                                                           strict=True)), str(n)])
                 notes.setdefault(found.reason, []).append(label)
-    out = result.copy()
-    for name, array in values.items():
-        spec = SWEEP.variables[name]
-        out[name] = ((*(d.name for d in dims), "flows"), array,
-                     {"units": spec.units, "long_name": spec.long_name})
+    predicted = build_dataset(values, {}, schema=SWEEP, stacked_by=(*(d.name for d in dims),
+                                                                     "flows"))
+    out = result.assign(predicted.data_vars)
     out.attrs["prediction_notes"] = "\n".join(f"{', '.join(points)}: {reason}"
                                               for reason, points in notes.items())
     return out

@@ -4,6 +4,7 @@ paths checked before the work and written after it, and the JAX setup."""
 from __future__ import annotations
 
 import os
+import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +15,7 @@ from rich.console import Console
 
 from pathflow import compilation_cache
 from pathflow.atomic import write_atomically
-from pathflow.scenario import ScenarioError
+from pathflow.scenario import Run, ScenarioError
 from pathflow.units import UnitError
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def setup_jax(threads: int) -> None:
 
 
 DEVICES = {"cpu": "cpu", "gpu": "cuda"}  # --device -> JAX's platform name
-PRECISIONS = ("float64", "float32")  # run.precision's values
+PRECISIONS = typing.get_args(Run.model_fields["precision"].annotation)  # run.precision's
 
 Device = Annotated[str, typer.Option(
     "--device", metavar="cpu|gpu",
