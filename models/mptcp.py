@@ -122,22 +122,37 @@ class Lia(_Multipath):
 
 @dataclass(frozen=True)
 class Olia(_Multipath):
+    """`sets_width`: 0 (the default) for the sharp sets of the Linux module; a positive width
+    makes membership of M and B fade over that relative distance from the largest window and
+    the best quality (exp(-(max - v) / (width max))), a regularisation through which the
+    analysis finds rest states that lie in sliding modes of the sharp sets (Filippov;
+    `analysis.subflow_rest`)."""
+
     name = "olia"
     state_units: ClassVar[dict[str, str]] = {**WindowControl.state_units,
                                              "since_loss": "packets", "last_interval": "packets"}
+    sets_width: float = 0.0
+
+    def _member(self, values: Array, signals: Signals) -> Array:
+        """Membership of the set of the largest `values` of each connection, 0 or 1 (sharp)
+        or fading with the distance from the largest (`sets_width`)."""
+        top = flow_max(values, signals)
+        if self.sets_width <= 0:
+            return (values >= top).astype(values.dtype)
+        return jnp.exp(-(top - values) / (self.sets_width * top))
 
     def avoidance(self, state: State, signals: Signals) -> Array:
         w, tau = state["cwnd"], signals.rtt
         total = flow_sum(w / tau, signals)
-        largest = w >= flow_max(w, signals)
+        largest = self._member(w, signals)
         quality = jnp.maximum(state["since_loss"], state["last_interval"]) / tau**2
-        best = (quality >= flow_max(quality, signals)) & ~largest
+        best = self._member(quality, signals) * (1.0 - largest)  # B \ M
         n = flow_sum(jnp.ones_like(w), signals)
-        n_best = flow_sum(best.astype(w.dtype), signals)
-        n_largest = flow_sum(largest.astype(w.dtype), signals)
-        epsilon = jnp.where(best, 1.0 / (n * jnp.maximum(n_best, 1.0)),
-                            jnp.where(largest, -1.0 / (n * n_largest), 0.0))
-        epsilon = jnp.where(n_best > 0, epsilon, 0.0)
+        n_best = flow_sum(best, signals)
+        n_largest = flow_sum(largest, signals)
+        # eps moves window from M to B \ M where B \ M is not empty (it sums to 0)
+        epsilon = (best / (n * jnp.maximum(n_best, 1.0))
+                   - jnp.minimum(n_best, 1.0) * largest / (n * n_largest))
         # W times the per-event increase (w / tau^2) / (sum w / tau)^2 + eps / w
         return (w / tau) ** 2 / total**2 + epsilon
 

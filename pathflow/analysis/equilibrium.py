@@ -80,6 +80,7 @@ import scipy.optimize
 import xarray as xr
 
 from pathflow.analysis.fairness import Network, network_of
+from pathflow.analysis.subflow_rest import MULTIPATH, CoupledWindows
 from pathflow.compile import Compiled, compile_scenario
 from pathflow.scenario import Scenario, ScenarioError
 
@@ -109,22 +110,35 @@ class RestState(NamedTuple):
 
 
 def equilibrium(scenario: Scenario, rest: RestState | None = None) -> xr.Dataset:
-    """The rest state of `scenario` (see the module docstring): per flow its rate (bytes/s),
-    window (packets; NaN for DCQCN) and round trip (s); per link its queue (bytes), marking or
-    early-drop probability and load (bytes/s). attrs: `residual`, the largest
-    Fischer-Burmeister residual (0 at an exact rest state). `rest`: the rest state already
-    found for `scenario` (`rest_state`)."""
+    """The rest state of `scenario` (see the module docstring): per flow (connection) its rate
+    (bytes/s), window (packets, the sum over its subflows; NaN for DCQCN) and round trip (s, its
+    subflows' mean weighted by their rates); the same per subflow (`subflow_rate`,
+    `subflow_window`, `subflow_rtt`, `subflow_flow` naming its flow); per link its queue
+    (bytes), marking or early-drop probability and load (bytes/s). attrs: `residual`, the
+    largest Fischer-Burmeister residual (0 at an exact rest state). `rest`: the rest state
+    already found for `scenario` (`rest_state`)."""
     rest = rest or rest_state(scenario)
-    controller = np.asarray(rest.compiled.controller_of)
-    names = [f"{flow.src}->{flow.dst}" for flow in rest.compiled.routes.flows]
+    routes = rest.compiled.routes
+    controller = np.asarray(rest.compiled.controller_of)  # per subflow
+    owner = np.asarray(routes.subflow_flow)
+    flows = len(routes.flows)
+    rate, window, rtt = rest.rate[controller], rest.window[controller], rest.rtt[controller]
+    flow_rate = np.bincount(owner, rate, flows)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        flow_rtt = np.bincount(owner, rate * rtt, flows) / flow_rate
+    names = [f"{flow.src}->{flow.dst}" for flow in routes.flows]
     return xr.Dataset(
-        {"rate": ("flow", rest.rate[controller], {"units": "bytes/s"}),
-         "window": ("flow", rest.window[controller], {"units": "packets"}),
-         "rtt": ("flow", rest.rtt[controller], {"units": "s"}),
+        {"rate": ("flow", flow_rate, {"units": "bytes/s"}),
+         "window": ("flow", np.bincount(owner, window, flows), {"units": "packets"}),
+         "rtt": ("flow", flow_rtt, {"units": "s"}),
+         "subflow_rate": ("subflow", rate, {"units": "bytes/s"}),
+         "subflow_window": ("subflow", window, {"units": "packets"}),
+         "subflow_rtt": ("subflow", rtt, {"units": "s"}),
          "queue": ("link", rest.queue, {"units": "bytes"}),
          "probability": ("link", rest.probability, {"units": "1"}),
          "load": ("link", rest.network.load(rest.rate), {"units": "bytes/s"})},
-        coords={"flow": np.arange(controller.size),
+        coords={"flow": np.arange(flows), "subflow": np.arange(controller.size),
+                "subflow_flow": ("subflow", owner),
                 "link": [link.name for link in rest.compiled.network.links],
                 "pair": ("flow", names)},
         attrs={"residual": rest.residual})
@@ -133,60 +147,120 @@ def equilibrium(scenario: Scenario, rest: RestState | None = None) -> xr.Dataset
 def rest_state(scenario: Scenario) -> RestState:
     """The rest state of `scenario` per solver controller (see `equilibrium`)."""
     compiled = compile_scenario(scenario)
-    network, _, _ = network_of(compiled)
+    network, _, _ = network_of(compiled, subflows=True)
     problem = compiled.problem
     links = network.capacity.size
     markers = _markers(scenario, problem, links)
-    rest_rate = _rest_rate(compiled, markers.step)
+    coupled = CoupledWindows(compiled) if compiled.model.name in MULTIPATH else None
+    rest_rate = None if coupled else _rest_rate(compiled, markers.step)
+    packet = np.asarray(problem.packet, float)
     routing, capacity, count = network.routing, network.capacity, network.count
     # host NICs never mark; a link that no flow crosses holds no queue, nor one downstream of
     # a link carrying the same flows at no more capacity (the upstream one holds it)
     marking = (np.isfinite(markers.low) & routing.any(axis=1)
                & ~_shadowed(problem, routing, capacity))
+    loaded = int(marking.sum())
     assert network.base_rtt is not None
     nic = np.asarray(problem.nic)
 
-    def state(scaled: np.ndarray) -> tuple[np.ndarray, ...]:
+    def state(x: np.ndarray) -> tuple[np.ndarray, ...]:
         position = np.zeros(links)
-        position[marking] = scaled
+        position[marking] = x[:loaded]
         queue, p_link = markers.at(position)
         queue, p_link = np.where(marking, queue, 0.0), np.where(marking, p_link, 0.0)
         mark, loss = (1.0 - np.exp(routing.T @ np.log1p(-np.minimum(p_link * share, 1 - 1e-15)))
                       for share in (markers.ecn, 1.0 - markers.ecn))
         rtt = network.base_rtt + routing.T @ (queue / capacity)
-        wanted, window = rest_rate(mark, loss, rtt)
+        if coupled:
+            window = coupled.window(x[loaded:])
+            wanted = window / rtt * packet
+        else:
+            assert rest_rate is not None
+            wanted, window = rest_rate(mark, loss, rtt)
         rate = np.minimum(wanted, _nic_share(wanted, nic, count, capacity))
-        return queue, p_link, rtt, window, rate
+        return queue, p_link, rtt, window, rate, mark, loss
 
-    def residual(scaled: np.ndarray) -> np.ndarray:
-        load = network.load(state(scaled)[4])
-        return _fischer_burmeister(scaled, (1.0 - load / capacity)[marking])
+    def residual(x: np.ndarray, stage: int = 0) -> np.ndarray:
+        _, _, rtt, _, rate, mark, loss = state(x)
+        load = network.load(rate)
+        balance = _fischer_burmeister(x[:loaded], (1.0 - load / capacity)[marking])
+        if not coupled:
+            return balance
+        return np.concatenate([balance, coupled.residual(stage, x[loaded:], mark, loss, rtt)])
 
-    start = np.full(int(marking.sum()), 0.5)
-    # a link's balance moves with the position of the links its flows cross, and of those that
-    # flows sharing a NIC with them cross: differences of unrelated links are taken together
-    crossed = (routing[marking] > 0).astype(float)
-    same_nic = (nic[:, None] == nic[None, :]) & (nic[:, None] < links)
-    related = (crossed @ (same_nic | np.eye(nic.size, dtype=bool)) @ crossed.T > 0)
-    jacobian = _grouped_differences(residual, related | np.eye(start.size, dtype=bool))
-    try:
-        found = scipy.optimize.least_squares(residual, start, jac=jacobian, bounds=(0.0, 1.0),
-                                             xtol=1e-14, ftol=1e-14, gtol=1e-14, method="trf")
-    except np.linalg.LinAlgError as why:
-        raise ScenarioError(f"the rest state was not found: the root solver failed ({why}) on "
-                            f"{start.size} loaded marking links") from None
-    if np.any(found.x >= 1 - 1e-9):
+    low, high = np.zeros(loaded), np.ones(loaded)
+    related = _related(problem, routing, marking, coupled)
+    starts = [np.full(loaded, 0.5)]
+    stages = [0]
+    if coupled:
+        bounds = coupled.bounds()
+        low, high = np.concatenate([low, bounds[0]]), np.concatenate([high, bounds[1]])
+        # the coupled windows' least squares may stall from one start: windows of 10 packets,
+        # then of 40
+        starts = [np.concatenate([starts[0], coupled.start(window)]) for window in (10.0, 40.0)]
+        stages = list(range(coupled.stages))
+    found = None
+    for start in starts:
+        tried = found
+        for stage in stages:
+            def stage_residual(x: np.ndarray, stage: int = stage) -> np.ndarray:
+                return residual(x, stage)
+
+            try:
+                found = scipy.optimize.least_squares(
+                    stage_residual, start, bounds=(low, high), method="trf",
+                    jac=_grouped_differences(stage_residual, related, high),
+                    xtol=1e-14, ftol=1e-14, gtol=1e-14)
+            except np.linalg.LinAlgError as why:
+                raise ScenarioError(f"the rest state was not found: the root solver failed "
+                                    f"({why}) on {loaded} loaded marking links") from None
+            start = found.x
+        assert found is not None
+        if tried is not None and np.max(np.abs(tried.fun)) < np.max(np.abs(found.fun)):
+            found = tried  # the better of the two starts
+        if np.max(np.abs(found.fun), initial=0.0) < 1e-5:
+            break
+    assert found is not None
+    if np.any(found.x[:loaded] >= 1 - 1e-9):
         raise ScenarioError(markers.beyond)
-    queue, p_link, rtt, window, rate = state(np.where(found.x > 1e-8, found.x, 0.0))
+    # a link within a millionth of its ramp from empty is empty (the solver's last digits)
+    x = found.x.copy()
+    x[:loaded] = np.where(x[:loaded] > 1e-6, x[:loaded], 0.0)
+    queue, p_link, rtt, window, rate, mark, loss = state(x)
+    if coupled:  # a subflow that nothing signals: its window is not held (its NIC holds it)
+        window = np.where(mark + loss > 0, window, np.inf)
+    left = residual(x, stages[-1])
     return RestState(compiled, network, queue, p_link, rate, window, rtt,
-                     float(np.max(np.abs(found.fun))) if found.fun.size else 0.0)
+                     float(np.max(np.abs(left))) if left.size else 0.0)
 
 
-def _grouped_differences(function: Callable[[np.ndarray], np.ndarray], related: np.ndarray
-                         ) -> Callable[[np.ndarray], np.ndarray]:
+def _related(problem: Any, routing: np.ndarray, marking: np.ndarray,
+             coupled: CoupledWindows | None) -> np.ndarray:
+    """Which unknowns (the marking links' positions, then the coupled windows' y) each residual
+    may depend on: a link's balance moves with the positions of the links that its flows, and
+    the flows sharing a NIC or a connection with them, cross, and with those flows' windows; a
+    subflow's window (or its NIC's share) with the same around it.
+    Differences of unrelated unknowns are taken together (`_grouped_differences`)."""
+    links = routing.shape[0]
+    nic, connection = np.asarray(problem.nic), np.asarray(problem.subflow_flow)
+    crossed = (routing[marking] > 0).astype(float)
+    same_connection = connection[:, None] == connection[None, :]
+    near = (same_connection | ((nic[:, None] == nic[None, :]) & (nic[:, None] < links))
+            ).astype(float)
+    link_link = crossed @ near @ crossed.T > 0
+    if coupled is None:
+        return link_link | np.eye(link_link.shape[0], dtype=bool)
+    owner = coupled.owner().astype(float)
+    related = np.block([[link_link, crossed @ near @ owner.T > 0],
+                        [owner @ near @ crossed.T > 0, owner @ near @ owner.T > 0]])
+    return related | np.eye(related.shape[0], dtype=bool)
+
+
+def _grouped_differences(function: Callable[[np.ndarray], np.ndarray], related: np.ndarray,
+                         upper: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """The Jacobian of `function` by forward differences, columns whose rows (`related`: rows x
     columns, where an entry may be non-zero) do not meet perturbed together, one evaluation per
-    group (Curtis, Powell and Reid 1974), the step turned back inside [0, 1]."""
+    group (Curtis, Powell and Reid 1974), the step turned back below the `upper` bounds."""
     groups: list[list[int]] = []
     rows: list[np.ndarray] = []
     for column in range(related.shape[1]):
@@ -204,7 +278,7 @@ def _grouped_differences(function: Callable[[np.ndarray], np.ndarray], related: 
         out = np.zeros((at.size, x.size))
         for group in groups:
             step = 1.49e-8 * np.maximum(1.0, np.abs(x[group]))
-            step = np.where(x[group] + step > 1.0, -step, step)
+            step = np.where(x[group] + step > upper[group], -step, step)
             moved = x.copy()
             moved[group] += step
             change = function(moved) - at
@@ -309,7 +383,8 @@ def _rest_rate(compiled: Compiled, step: bool) -> RestRate:
 
         return dcqcn
     raise ScenarioError(f"transport.cc: the equilibrium is derived for reno and dctcp "
-                        f"(reaction = 'mean') and dcqcn so far, not {model.name!r} "
+                        f"(reaction = 'mean'), dcqcn and the MPTCP family "
+                        f"({', '.join(MULTIPATH)}) so far, not {model.name!r} "
                         f"(reaction {getattr(model, 'reaction', None)!r})")
 
 

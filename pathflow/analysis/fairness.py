@@ -74,17 +74,22 @@ class Network:
         return self.routing @ (self.count * rates)
 
 
-def network_of(compiled: Compiled) -> tuple[Network, np.ndarray, list[str]]:
+def network_of(compiled: Compiled, subflows: bool = False
+               ) -> tuple[Network, np.ndarray, list[str]]:
     """A compiled scenario's network over the solver's controllers, each flow's controller,
-    and each flow's "src->dst"."""
+    and each flow's "src->dst". `subflows`: a connection may have several subflows (a column
+    each; the caller reads `problem.subflow_flow`), each still on one path."""
     problem = compiled.problem
     controllers = np.asarray(problem.count).size
     owner = np.asarray(problem.path_subflow)
-    subflows = np.bincount(np.asarray(problem.subflow_flow), minlength=controllers)
-    if np.bincount(owner, minlength=controllers).max() > 1 or subflows.max() > 1:
-        raise ScenarioError("routing.mode / transport.subflows: a flow with several paths "
-                            "(spraying, MPTCP subflows) is not analysed yet; route each flow "
-                            "on one path (ecmp, shortest, explicit)")
+    per_flow = np.bincount(np.asarray(problem.subflow_flow), minlength=controllers)
+    if np.bincount(owner, minlength=controllers).max() > 1:
+        raise ScenarioError("routing.mode: a subflow spread over several paths (spraying) is "
+                            "not analysed; route each subflow on one path (ecmp, shortest, "
+                            "explicit, kshortest)")
+    if per_flow.max() > 1 and not subflows:
+        raise ScenarioError("transport.subflows: the allocations of connections with several "
+                            "subflows (MPTCP) are not derived yet; analyse one subflow per flow")
     capacity = np.asarray(problem.queues.capacity, dtype=float)
     links = capacity.size - 1  # the last is the solver's padding link
     routing = np.zeros((links, controllers))

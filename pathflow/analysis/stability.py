@@ -368,6 +368,10 @@ class _Closed:
         compiled = rest.compiled
         self.model, self.discipline = compiled.model, compiled.physics.discipline
         problem = compiled.problem
+        if self.model.name == "olia":
+            raise ScenarioError("transport.cc: OLIA's rest state lies where its sets of best and "
+                                "largest subflows switch (a sliding mode): it has no "
+                                "linearisation")
         if self.discipline.name not in ("red", "dcqcn"):
             raise ScenarioError(f"aqm.kind: stability needs a marking ramp (red, dcqcn), not "
                                 f"{self.discipline.name!r}")

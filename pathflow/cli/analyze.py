@@ -29,7 +29,8 @@ def analyze(
     step), its rest state (rates and the queues that hold them) and, on marking ramps, its
     linear stability per bottleneck: stable or not, the rightmost root, the time to settle or
     the period of the oscillation, the phase margin, the critical loop delay and the gain
-    margin. Single-path flows."""
+    margin. MPTCP connections (LIA, OLIA, BALIA, uncoupled; a path per subflow): their rest
+    state and its stability, the fair allocations left out (derived for single paths)."""
     with user_errors():
         setup_jax(1)
         scenario = load_scenario(scenario_file)
@@ -103,16 +104,22 @@ def _predictions(scenario: Scenario
     from pathflow.analysis.stability import stability
     from pathflow.compile import compile_scenario
 
-    network, controller, names = network_of(compile_scenario(scenario))
-    columns = {"max-min": max_min(network)[controller],
-               "proportional": alpha_fair(network, 1.0)[controller]}
-    assert network.base_rtt is not None
-    own = own_allocation(network, network.base_rtt, scenario)
-    if own is not None:
-        columns[f"{_OWN_NAMES[scenario.si.transport.cc]} (base RTT)"] = own[controller]
+    compiled = compile_scenario(scenario)
+    names = [f"{flow.src}->{flow.dst}" for flow in compiled.routes.flows]
+    columns: dict[str, np.ndarray] = {}
+    if len(compiled.routes.subflow_flow) == len(names):  # the allocations are per single path
+        network, controller, _ = network_of(compiled)
+        columns = {"max-min": max_min(network)[controller],
+                   "proportional": alpha_fair(network, 1.0)[controller]}
+        assert network.base_rtt is not None
+        own = own_allocation(network, network.base_rtt, scenario)
+        if own is not None:
+            columns[f"{_OWN_NAMES[scenario.si.transport.cc]} (base RTT)"] = own[controller]
     try:
         found = rest_state(scenario)
     except ScenarioError as why:  # the table stands without it; say why it is missing
+        if not columns:  # nothing to show: say why in one line
+            raise
         return names, columns, f"none derived ({why})", None
     rest = equilibrium(scenario, found)
     columns["rest state"] = rest.rate.values

@@ -1,0 +1,200 @@
+"""The windows of multipath TCP subflows at rest, as unknowns of the network's rest state
+(issue 12, item 1: LIA, OLIA, BALIA and uncoupled subflows; `analysis.equilibrium` solves them
+with the links).
+
+Model
+-----
+A connection's subflows are coupled (models/mptcp.py): the growth of subflow r, A_r / (b R_r)
+per second in congestion avoidance, reads the windows and round trips of its siblings; its
+mean-field cut, w_r (1 - f_r) min(x_r p_r, 1 / R_r) per kind of signal, its own path's marked
+and dropped fractions p_r (BALIA's factor f_r also reads the siblings). No closed form gives
+the windows from the signals, so they join the links' positions as unknowns of one system. A
+subflow rests where its window balances growth against cuts or sits at the floor `min_cwnd`
+with cuts at least as large:
+
+    w_r - floor >= 0,   -dw_r/dt >= 0,   (w_r - floor) dw_r/dt = 0
+
+dw_r/dt being the model's own `derivative` (slow start over, the acknowledged rate x_r = w_r /
+R_r its own), written as a Fischer-Burmeister equation. A model's extra state that moves (OLIA's
+packets since the last loss) rests where its own derivative is zero. A sending NIC lets its
+subflows' windows grow (the solver's `window_limited`) only while it has room: theta_n in
+[0, 1], 1 while the wanted rates fit the NIC, 0 while they exceed it, in between only at its
+capacity (the sliding mode between the two), the box theta = mid(0, 1, theta + room). A
+subflow whose path signals nothing is given a signal of 1e-12: its window grows until its NIC
+holds its rate, as in the solver.
+
+OLIA's sets of largest and best subflows (M and B) jump, and its rest often lies where they
+switch: on two paths of equal quality the simulation chatters on the surface where it moves
+window between them (a Filippov sliding mode). The rest state is found as the limit of the
+model with the sets' edges smoothed (`Olia.sets_width`), the width falling from 10 % to 1e-6,
+each stage started from the last.
+
+Scope and limitations
+---------------------
+The mean-field form (`reaction = "mean"`, the MPTCP models' default); the per-window form rests
+in a sawtooth. A rest state need not be unique: BALIA's decrease capped at alpha = 1.5 gives two
+subflows on paths with equal signals and round trips a second rest at a 1.653 : 1 split
+((1 + a)(4 + a) = 15) beside the equal one, and which one the solver finds depends on its
+start (on the k = 4 fat-tree of the tests it found the uneven one, the simulation, started
+even, stays even; connection rates and queues agree within 0.05 % either way). The solver
+starts from windows of 10 packets and, where that does not converge, of 40. OLIA on the k = 4
+fat-tree with two subflows per connection was not found (the least squares stalls; the
+two-path network is found within 1e-4 of the simulation). Where a NIC is full, its windows'
+split depends on the history in the solver (windows that do not limit the rate neither grow
+nor, unsignalled, shrink): a family of rest states of which this finds one.
+
+Validated by tests/test_equilibrium_mptcp.py: the closed form of LIA on one RED link
+(`analysis.closed_forms.lia_red`, 1e-6), the fluid simulation's steady state on a two-path
+network (LIA, OLIA, BALIA, uncoupled: connection and subflow rates and queues within 2 %,
+measured 1e-4 and below) and on a k = 4 fat-tree with two subflows per connection (LIA,
+uncoupled).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pathflow.compile import Compiled
+from pathflow.models.base import Signals
+from pathflow.models.window import WindowControl
+from pathflow.scenario import ScenarioError
+
+__all__ = ["MULTIPATH", "CoupledWindows"]
+
+MULTIPATH = ("lia", "olia", "balia", "uncoupled")
+_BOOKKEEPING = tuple(WindowControl.state_units)  # the window and its discrete rules' state
+_UNSIGNALLED = 1e-12  # the signal given a subflow whose path signals nothing
+
+
+def _fischer_burmeister(a: jax.Array, b: jax.Array) -> jax.Array:
+    return a + b - jnp.sqrt(a * a + b * b + 1e-300)
+
+
+class CoupledWindows:
+    """The subflows' windows (and a model's extra state, and how much their NICs let windows
+    grow) as unknowns of the network's rest state, with their residuals (module docstring).
+    The unknowns y are, per solver controller, the log window, then each extra state that
+    moves, then per sending NIC the fraction theta of the time its subflows' windows limit what
+    they send; `stages` counts the models to solve with in turn (OLIA: its sets sharpened step
+    by step; the others: the model)."""
+
+    def __init__(self, compiled: Compiled) -> None:
+        model, problem = compiled.model, compiled.problem
+        if getattr(model, "reaction", None) != "mean":
+            raise ScenarioError(f"transport.reaction: the rest state of {model.name} is derived "
+                                "for the mean-field form ('mean'); the per-window form rests in "
+                                "a sawtooth, not a point")
+        params = jax.tree.map(jnp.asarray, problem.params)
+        self.connection = np.asarray(problem.subflow_flow)
+        size = self.size = self.connection.size
+        flow, count = jnp.asarray(self.connection), jnp.asarray(problem.count, float)
+        self.floor = np.asarray(params.min_cwnd, float) + np.zeros(size)
+        packet = jnp.asarray(problem.packet, float)
+        capacity = np.asarray(problem.queues.capacity, float)
+        nic = np.asarray(problem.nic)
+        limited = nic < capacity.size - 1  # the last link is the solver's unlimited padding
+        self.nics, at_nic = np.unique(nic[limited], return_inverse=True)
+        self.nic_of = np.full(size, -1)
+        self.nic_of[limited] = at_nic.reshape(-1)
+        nics, nic_of = self.nics.size, jnp.asarray(self.nic_of)
+        nic_rate = jnp.asarray(capacity[self.nics])
+        state = {key: jnp.asarray(value, float) + jnp.zeros(size)
+                 for key, value in model.initial_state(params).items()}
+        state["slow_start"] = jnp.zeros(size)
+        extra = [key for key in state if key not in _BOOKKEEPING]
+
+        def unpack(y: jax.Array, keys: list[str]) -> tuple[dict[str, jax.Array], jax.Array]:
+            out = dict(state)
+            out["cwnd"] = jnp.exp(y[:size])
+            for k, key in enumerate(keys):
+                out[key] = y[(k + 1) * size:(k + 2) * size]
+            theta = jnp.append(y[(len(keys) + 1) * size:], 1.0)[nic_of]  # -1: unlimited
+            return out, theta
+
+        def drift(model: WindowControl, keys: list[str], y: jax.Array, mark: jax.Array,
+                  loss: jax.Array, rtt: jax.Array) -> jax.Array:
+            current, theta = unpack(y, keys)
+            window = current["cwnd"]
+            signals = Signals(rtt, mark, loss, window / rtt, theta, flow, None, count)
+            slope = model.derivative(current, signals, params)
+            return jnp.concatenate([slope[key] * rtt / window for key in ("cwnd", *keys)])
+
+        def residual(model: WindowControl, y: jax.Array, mark: jax.Array, loss: jax.Array,
+                     rtt: jax.Array) -> jax.Array:
+            change = drift(model, self.keys, y, mark, loss, rtt)
+            window = jnp.exp(y[:size])
+            wanted = jnp.where(nic_of >= 0, count * window / rtt * packet, 0.0)
+            demand = jax.ops.segment_sum(wanted, jnp.maximum(nic_of, 0), nics)
+            theta = y[(len(self.keys) + 1) * size:]
+            # the NIC's box: windows grow (theta = 1) while it has room, not at all (0) while
+            # it is over-asked, and in between only at its capacity (the solver's sliding
+            # mode between the two)
+            room = 1.0 - demand / nic_rate
+            return jnp.concatenate([
+                _fischer_burmeister(window / self.floor - 1.0, -change[:size]),
+                change[size:],
+                theta - jnp.clip(theta + room, 0.0, 1.0)])
+
+        # the extra states that move (OLIA's count since the last loss, not the interval
+        # before it, which the mean-field form never updates)
+        probe = jnp.asarray(np.concatenate([np.log(self.floor) + 1.0,
+                                            *(np.ones(size) for _ in extra), np.ones(nics)]))
+        signal = jnp.full(size, 1e-3)
+        moves = np.asarray(jax.jacfwd(drift, argnums=2)(model, extra, probe, signal, signal,
+                                                         signal + 1e-3))
+        self.keys = [key for k, key in enumerate(extra)
+                     if np.any(moves[(k + 1) * size:(k + 2) * size] != 0)]
+        self.unknowns = size * (1 + len(self.keys)) + nics
+        self._residuals = [jax.jit(lambda *a, m=m: residual(m, *a))
+                           for m in _regularised(model)]
+
+    @property
+    def stages(self) -> int:
+        return len(self._residuals)
+
+    def owner(self) -> np.ndarray:
+        """(unknowns, controllers): the subflows each unknown belongs to (a NIC's theta: the
+        subflows it sends)."""
+        blocks = [np.eye(self.size, dtype=bool)] * (1 + len(self.keys))
+        nic = self.nic_of[None, :] == np.arange(self.nics.size)[:, None]
+        return np.concatenate([*blocks, nic])
+
+    def start(self, window: float) -> np.ndarray:
+        """y with every window at `window` packets (or its floor), every NIC letting them grow."""
+        return np.concatenate([np.log(np.maximum(self.floor, window)),
+                               *(np.ones(self.size) for _ in self.keys),
+                               np.ones(self.nics.size)])
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) on y: log windows from a packet below the floor to 1e12 packets, the
+        extra states free, theta in [0, 1]."""
+        free = self.size * len(self.keys)
+        low = np.concatenate([np.log(np.maximum(self.floor - 1.0, 1e-3)), np.full(free, -np.inf),
+                              np.zeros(self.nics.size)])
+        high = np.concatenate([np.full(self.size, np.log(1e12)), np.full(free, np.inf),
+                               np.ones(self.nics.size)])
+        return low, high
+
+    def window(self, y: np.ndarray) -> np.ndarray:
+        return np.exp(y[:self.size])
+
+    def residual(self, stage: int, y: np.ndarray, mark: np.ndarray, loss: np.ndarray,
+                 rtt: np.ndarray) -> np.ndarray:
+        """The windows' complementarity, the extra states' drift and the NICs' boxes at the
+        path signals and round trips given; a subflow that nothing signals is given a signal of
+        1e-12 (its window grows until its NIC holds its rate either way)."""
+        mark = np.where(mark + loss > 0, mark, _UNSIGNALLED)
+        return np.asarray(self._residuals[stage](jnp.asarray(y), jnp.asarray(mark),
+                                                 jnp.asarray(loss), jnp.asarray(rtt)))
+
+
+def _regularised(model: WindowControl) -> list[WindowControl]:
+    """The model, or for a model with sets whose edges may be smoothed (OLIA's `sets_width`)
+    the model at widths falling from 10 % to 1e-6 (module docstring)."""
+    if "sets_width" not in {field.name for field in dataclasses.fields(model)}:
+        return [model]
+    return [dataclasses.replace(model, sets_width=10.0**-k) for k in range(1, 7)]
