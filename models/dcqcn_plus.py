@@ -92,7 +92,8 @@ from pathflow.models.dcqcn import (
 )
 from pathflow.models.parameters import Parameter, Presets
 
-__all__ = ["DcqcnPlus", "DcqcnPlusParams", "increase_step"]
+__all__ = ["DcqcnPlus", "DcqcnPlusParams", "Feedback", "cnp_period", "feedback",
+           "increase_step"]
 
 
 class DcqcnPlusParams(NamedTuple):
@@ -125,6 +126,36 @@ def increase_step(log_q: Array, current: Array, stages: Array, rl: Array) -> Arr
     hyper = (rl / 100 * _ratio_of_powers(log_q, full)
              + (current - full * rl / 100) * jnp.exp(full * log_q))
     return additive + past_4f * hyper
+
+
+def cnp_period(sharing: Array, params: DcqcnPlusParams) -> Array:
+    """tau_c (s): a congested flow's CNP period, max(cnp_interval, n / cnp_capacity), with n
+    (`sharing`) the flows its receiver's NIC takes."""
+    return jnp.maximum(params.cnp_interval, sharing / (params.cnp_capacity * 1e6))
+
+
+class Feedback(NamedTuple):
+    """What the CNPs and the timer do to a flow, per second (the model docstring's symbols)."""
+
+    cuts: Array  # c = a / tau_c (1/s)
+    marked: Array  # 1 - (1-p)^(tau' R_C*): where alpha tends
+    expiries: Array  # E (1/s)
+
+
+def feedback(seen: Array, mark: Array, current: Array, sharing: Array,
+             params: DcqcnPlusParams) -> Feedback:
+    """The cuts, alpha's target and the timer expiries of a flow whose feedback arrives at
+    `seen` (R_C*, packets/s) with marked fraction `mark`, sending at `current` (R_C), its
+    receiver taking `sharing` flows (n). The derivative and the rest state
+    (`pathflow.analysis.equilibrium`) both read them here."""
+    p = jnp.clip(mark, 0.0, SURE)
+    log_keep = log_keep_of(p)
+    period = cnp_period(sharing, params)
+    timer = params.timer_gain * jnp.maximum(period, 1.0 / jnp.maximum(current, TINY))  # K
+    cuts = -jnp.expm1(period * seen * log_keep) / period  # c = a / tau_c
+    marked = -jnp.expm1(params.alpha_interval * seen * log_keep)
+    expiries = per_packet(timer * seen, p, log_keep) / timer  # E
+    return Feedback(cuts, marked, expiries)
 
 
 @dataclass(frozen=True)
@@ -167,16 +198,10 @@ class DcqcnPlus(Dcqcn):
 
     def derivative(self, state: State, signals: Signals, params: DcqcnPlusParams) -> State:
         seen = signals.acked_rate  # R_C*
-        p = jnp.clip(signals.mark, 0.0, SURE)
-        log_keep = log_keep_of(p)
         current, target, alpha = state["current_rate"], state["target_rate"], state["alpha"]
         stage = jnp.maximum(state["stage"], TINY)
         sharing = receiver_sum((seen > 0).astype(seen.dtype), signals)
-        period = jnp.maximum(params.cnp_interval, sharing / (params.cnp_capacity * 1e6))
-        timer = params.timer_gain * jnp.maximum(period, 1.0 / jnp.maximum(current, TINY))
-        cuts = -jnp.expm1(period * seen * log_keep) / period  # c = a / tau_c
-        marked = -jnp.expm1(params.alpha_interval * seen * log_keep)
-        expiries = per_packet(timer * seen, p, log_keep) / timer  # E
+        cuts, marked, expiries = feedback(seen, signals.mark, current, sharing, params)
         step = increase_step(-jnp.log1p(1.0 / stage), current, params.stages, params.rl)
         return {
             "alpha": params.g / params.alpha_interval * (marked - alpha),
