@@ -1,5 +1,5 @@
 """Where a network settles, from each model's steady-state equations (issue 12, item 1: Reno,
-DCTCP and DCQCN on one path per flow).
+DCTCP, DCQCN and DCQCN+ on one path per flow).
 
 Model
 -----
@@ -18,6 +18,12 @@ round trip R = base + sum_l q_l / C_l:
   equation between p and the current rate R_C, alpha a^2 = tau^2 R_AI R_C (c + e)(b + d) (the
   model docstring's symbols), solved for R_C within [min_rate, line_rate] for the path's p; the
   round trip does not enter.
+- **DCQCN+** (models/dcqcn_plus.py, docs/dcqcn_plus.md): dm/dt = dalpha/dt = dR_T/dt =
+  dR_C/dt = 0 leave R_C alpha c^2 = E^2 inc (cuts c, timer expiries E, the mean step inc at
+  the mean stage m = E / c; `dcqcn_plus_rest_rate` derives it), or R_C alpha c = (line_rate -
+  R_C) E where R_T rests at the line rate. c and E take the CNP period tau_c = max(cnp_interval,
+  n / cnp_capacity), n the flows the receiver's NIC takes (all of them send at rest), computed
+  by the model's own functions (`models.dcqcn_plus.feedback`); the round trip does not enter.
 
 A marking link (RED, models/aqm.py, whose average equals the queue at rest; DCQCN's marking)
 marks or drops with p_l = pmax (q_l - min) / (max - min) on its ramp. The ECN step at K marks
@@ -52,10 +58,15 @@ reaches a host whose link also carries that host's ACKs, the port fills and queu
 simulation and not here (a k = 4 fat-tree at 1 Gb/s with 64 B ACKs: rates up to 25 % off;
 with ACKs of no size, 1e-4). Adding them made the least-squares solve fail on half of the hash
 seeds tried (kinks between NIC-held and window-held flows); left for later. DCQCN's NIC-wide
-CNP capacity is left out (refused when set). A rest state beyond a ramp's max (where RED and
-the standard DCQCN marking jump to 1), or beyond the buffer after a step, is reported as not
-found. A rest state need not be stable: DCQCN with the cx4
-parameters has one, and cycles around it (notebook 03; `analysis.stability` says which).
+CNP capacity is left out (refused when set); DCQCN+'s is in (its CNP period). dcqcn+static
+(DCQCN with its timer and step set from the incast's size) is refused: not derived yet. On the
+seed 001 testbed's switch (DCQCN's marking, Pmax 1 %) DCQCN+ rests on the ramp only where each
+flow's share is large (up to 8 flows at 10 Gb/s, 32 at 40 Gb/s; 9 and 36 need more than Pmax),
+so none of `pathflow sweep`'s default points (80 to 2,000 flows) has a rest state. A rest state
+beyond a ramp's max (where RED and the standard DCQCN marking jump to 1), or beyond the buffer
+after a step, is reported as not found. A rest state need not be stable: DCQCN with the cx4
+parameters has one, and cycles around it (notebook 03; `analysis.stability` says which), as
+does DCQCN+ with 2 flows at 10 Gb/s.
 
 Validated by tests/test_equilibrium.py: the closed form of one RED bottleneck (N flows share C:
 p* = 2 / (b W*^2) with W* = C R* / N and R* = base + q*/C, q* on the ramp), the fluid
@@ -65,7 +76,11 @@ equilibrium's round trips: the NUM view), DCTCP on
 the ECN step against alpha* = sqrt(2 / (b W*)) and the simulated mean alpha (2 %), a 320-flow
 incast's standing queue against N min_cwnd MSS - C base and the simulation, and DCQCN's fixed
 point on one 40 Gb/s link (validation/cases/dcqcn.py's scalar root) with the simulation settling
-there.
+there. tests/test_equilibrium_dcqcn_plus.py: DCQCN+'s rest rate against its own ODE (the model's
+derivative, p held) integrated to rest by scipy (1e-6; measured 1e-13), with tau_c set by
+cnp_interval and by n / cnp_capacity and R_T at the line rate; 2 and 4 flows at 40 Gb/s on the
+testbed's switch, where the simulation settles at the rest state (rates, queue and marking
+within 2 %; measured 2e-4).
 """
 
 from __future__ import annotations
@@ -75,6 +90,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 import xarray as xr
@@ -82,9 +99,13 @@ import xarray as xr
 from pathflow.analysis.fairness import Network, network_of
 from pathflow.analysis.subflow_rest import MULTIPATH, CoupledWindows
 from pathflow.compile import Compiled, compile_scenario
+from pathflow.models.base import Signals, receiver_sum
+from pathflow.models.dcqcn import TINY
+from pathflow.models.dcqcn_plus import DcqcnPlusParams, feedback, increase_step
 from pathflow.scenario import Scenario, ScenarioError
 
-__all__ = ["RestState", "dcqcn_rest_rate", "equilibrium", "rest_state"]
+__all__ = ["RestState", "dcqcn_plus_rest_rate", "dcqcn_rest_rate", "equilibrium",
+           "rest_state"]
 
 
 def _fischer_burmeister(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -382,9 +403,18 @@ def _rest_rate(compiled: Compiled, step: bool) -> RestRate:
             return np.array(rates) * packet, np.full(mark.size, np.nan)
 
         return dcqcn
+    if model.name == "dcqcn+":
+        sharing = _receiver_flows(compiled)
+
+        def dcqcn_plus(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+            return (dcqcn_plus_rest_rate(mark, sharing, params) * packet,
+                    np.full(mark.size, np.nan))
+
+        return dcqcn_plus
     raise ScenarioError(f"transport.cc: the equilibrium is derived for reno and dctcp "
-                        f"(reaction = 'mean'), dcqcn and the MPTCP family "
-                        f"({', '.join(MULTIPATH)}) so far, not {model.name!r} "
+                        f"(reaction = 'mean'), dcqcn, dcqcn+ (not dcqcn+static) and the MPTCP "
+                        f"family ({', '.join(MULTIPATH)}) so far, not {model.name!r} "
                         f"(reaction {getattr(model, 'reaction', None)!r})")
 
 
@@ -442,6 +472,82 @@ def dcqcn_rest_rate(p: float, tau: float, tau_alpha: float, stages: float, byte_
         return min_rate
     return scipy.optimize.brentq(excess, min_rate, line_rate, xtol=1e-9 * line_rate,
                                  rtol=1e-13)
+
+
+def dcqcn_plus_rest_rate(p: np.ndarray, sharing: np.ndarray, params: DcqcnPlusParams
+                         ) -> np.ndarray:
+    """DCQCN+'s current rate R_C (packets/s) at rest under path signal p, per controller, its
+    receiver's NIC taking `sharing` flows (n, which sets the CNP period tau_c); `params` the
+    model's, one entry per controller.
+
+    With p held and R_C* = R_C (at rest the delayed rate is the rate), c, E and alpha's
+    target are the model's own (`models.dcqcn_plus.feedback`: cuts c = a / tau_c, timer
+    expiries E, K = lambda max(tau_c, 1 / R_C)), and the four derivatives vanish where
+
+        dalpha/dt = 0:  alpha = 1 - (1-p)^(tau' R_C)
+        dm/dt = 0:      m = E / c                      (so q = m / (1 + m))
+        dR_C/dt = 0:    R_T - R_C = R_C alpha c / E
+        dR_T/dt = 0:    (R_T - R_C) c = E inc(q, R_C)  (`models.dcqcn_plus.increase_step`)
+
+    which leave one equation in R_C:  R_C alpha c^2 = E^2 inc. Its left side is the cuts'
+    pull, the right the timer's push; the rate is too fast where the left is the larger.
+    R_T is held at the line rate by the model's projection: where R_C (1 + alpha c / E)
+    would pass it, the rest is R_T = line_rate with dR_C/dt = 0, R_C alpha c = (line_rate -
+    R_C) E, the push on R_T (E inc > (line_rate - R_C) c) held by the bound. Either way R_C
+    is where "too fast" (R_C alpha c^2 > E^2 inc, or R_C (1 + alpha c / E) > line_rate)
+    starts, found by bisection in log R_C over [min_rate, line_rate] to float64's precision:
+    min_rate where a flow is too fast even there (marking that holds every flow at its floor),
+    line_rate where never (no marks). On DCQCN's marking at 10 and 40 Gb/s the predicate turns
+    once along that range (scanned for p from 1e-5 to 0.5; the tests check the root against
+    the model's own ODE integrated to rest)."""
+    p, sharing = (np.asarray(v, float) for v in (p, sharing))
+    params = DcqcnPlusParams(*(np.broadcast_to(np.asarray(v, float), p.shape) for v in params))
+    return np.asarray(_dcqcn_plus_bisection(jnp.asarray(p), jnp.asarray(sharing),
+                                            jax.tree.map(jnp.asarray, params)))
+
+
+@jax.jit
+def _dcqcn_plus_bisection(p: jax.Array, sharing: jax.Array, params: DcqcnPlusParams
+                          ) -> jax.Array:
+    """`dcqcn_plus_rest_rate`'s bisection: 64 halvings of [log min_rate, log line_rate]."""
+
+    def too_fast(rate: jax.Array) -> jax.Array:
+        cuts, alpha, expiries = feedback(rate, p, rate, sharing, params)
+        stage = jnp.maximum(expiries / jnp.maximum(cuts, TINY), TINY)  # m, floored as the model
+        step = increase_step(-jnp.log1p(1.0 / stage), rate, params.stages, params.rl)
+        # products, not ratios: E underflows to 0 under heavy marking
+        return ((rate * alpha * cuts**2 > expiries**2 * step)
+                | (rate * alpha * cuts > (params.line_rate - rate) * expiries))
+
+    def halve(_: int, bounds: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        low, high = bounds
+        middle = 0.5 * (low + high)
+        fast = too_fast(jnp.exp(middle))
+        return jnp.where(fast, low, middle), jnp.where(fast, middle, high)
+
+    low, high = jax.lax.fori_loop(0, 64, halve, (jnp.log(params.min_rate),
+                                                 jnp.log(params.line_rate)))
+    rate = jnp.clip(jnp.exp(0.5 * (low + high)), params.min_rate, params.line_rate)
+    # the bounds themselves, exactly: exp(log(x)) need not be x
+    rate = jnp.where(too_fast(params.min_rate), params.min_rate, rate)
+    return jnp.where(too_fast(params.line_rate), rate, params.line_rate)
+
+
+def _receiver_flows(compiled: Compiled) -> np.ndarray:
+    """Per controller, the flows its receiver's NIC takes (n): every flow sends at rest,
+    counted by the model's own rule (`models.base.receiver_sum` over the link each path
+    ends on, the solver's receiver)."""
+    problem = compiled.problem
+    count = np.asarray(problem.count, float)
+    links = np.asarray(problem.queues.capacity).size - 1  # the last is the padding link
+    last = np.zeros(count.size, int)
+    for path, hops in enumerate(np.asarray(problem.path_hops)):
+        real = hops[hops < links]
+        last[np.asarray(problem.path_subflow)[path]] = real[-1] if real.size else links
+    receiver = jnp.asarray(np.unique(last, return_inverse=True)[1].reshape(-1))
+    ones = jnp.ones(count.size)
+    signals = Signals(ones, ones, ones, ones, ones, receiver, receiver, jnp.asarray(count))
+    return np.asarray(receiver_sum(ones, signals))
 
 
 def _shadowed(problem: Any, routing: np.ndarray, capacity: np.ndarray) -> np.ndarray:
