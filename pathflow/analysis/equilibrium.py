@@ -1,5 +1,5 @@
 """Where a network settles, from each model's steady-state equations (issue 12, item 1: Reno,
-DCTCP, DCQCN and DCQCN+ on one path per flow).
+DCTCP, DCQCN and DCQCN+ on one path per flow; MPTCP connections on one path per subflow).
 
 Model
 -----
@@ -24,6 +24,11 @@ round trip R = base + sum_l q_l / C_l:
   R_C) E where R_T rests at the line rate. c and E take the CNP period tau_c = max(cnp_interval,
   n / cnp_capacity), n the flows the receiver's NIC takes (all of them send at rest), computed
   by the model's own functions (`models.dcqcn_plus.feedback`); the round trip does not enter.
+- **MPTCP** (models/mptcp.py: LIA, OLIA, BALIA, uncoupled subflows): a subflow's growth reads
+  its siblings' windows, so no formula gives its window from its own signals; the subflows'
+  windows (and OLIA's count of packets between losses, and how much each NIC lets windows
+  grow) join the links' positions as unknowns, with the model's own derivative at rest
+  (`analysis.subflow_rest`, which also says how OLIA's sliding modes are found).
 
 A marking link (RED, models/aqm.py, whose average equals the queue at rest; DCQCN's marking)
 marks or drops with p_l = pmax (q_l - min) / (max - min) on its ramp. The ECN step at K marks
@@ -45,28 +50,28 @@ its rate is its NIC's rate shared with the NIC's other flows.
 
 Scope and limitations
 ---------------------
-Single-path flows whose loaded links mark on a ramp (RED marking or early-dropping; DCQCN's
-marking) or on the ECN step. Reno and DCTCP in their mean-field form only: the per-window form
-(DCTCP's default) rests in a sawtooth, as drop-tail does (refused; `analysis.stability` and the
-validation's sawtooth closed forms cover them). On the step the rest point is the centre of a
-limit cycle: the simulated rates and mean alpha meet it, the queue swings around K. A path
-across several step-marking links combines their marked fractions as if independent (on a
-3-link parking lot the long flow's simulated rate is 13 % above the prediction; 0.4 % on 2
-links). ACKs are left out: their load, and their wait in the reverse links' queues, which the
-solver has. Mostly they are a few per cent of a link, but where a flow at its NIC's line rate
-reaches a host whose link also carries that host's ACKs, the port fills and queues in the
-simulation and not here (a k = 4 fat-tree at 1 Gb/s with 64 B ACKs: rates up to 25 % off;
-with ACKs of no size, 1e-4). Adding them made the least-squares solve fail on half of the hash
-seeds tried (kinks between NIC-held and window-held flows); left for later. DCQCN's NIC-wide
-CNP capacity is left out (refused when set); DCQCN+'s is in (its CNP period). dcqcn+static
-(DCQCN with its timer and step set from the incast's size) is refused: not derived yet. On the
-seed 001 testbed's switch (DCQCN's marking, Pmax 1 %) DCQCN+ rests on the ramp only where each
-flow's share is large (up to 8 flows at 10 Gb/s, 32 at 40 Gb/s; 9 and 36 need more than Pmax),
-so none of `pathflow sweep`'s default points (80 to 2,000 flows) has a rest state. A rest state
-beyond a ramp's max (where RED and the standard DCQCN marking jump to 1), or beyond the buffer
-after a step, is reported as not found. A rest state need not be stable: DCQCN with the cx4
-parameters has one, and cycles around it (notebook 03; `analysis.stability` says which), as
-does DCQCN+ with 2 flows at 10 Gb/s.
+One path per subflow (no spraying), on links that mark on a ramp (RED marking or early-dropping;
+DCQCN's marking) or on the ECN step. Reno and DCTCP in their mean-field form only: the
+per-window form (DCTCP's default) rests in a sawtooth, as drop-tail does (refused;
+`analysis.stability` and the validation's sawtooth closed forms cover them). On the step the
+rest point is the centre of a limit cycle: the simulated rates and mean alpha meet it, the queue
+swings around K. A path across several step-marking links combines their marked fractions as if
+independent (on a 3-link parking lot the long flow's simulated rate is 13 % above the
+prediction; 0.4 % on 2 links). ACKs are left out: their load, and their wait in the reverse
+links' queues, which the solver has. Mostly they are a few per cent of a link, but where a flow
+at its NIC's line rate reaches a host whose link also carries that host's ACKs, the port fills
+and queues in the simulation and not here (a k = 4 fat-tree at 1 Gb/s with 64 B ACKs: rates up
+to 25 % off; with ACKs of no size, 1e-4). Adding them made the least-squares solve fail on half
+of the hash seeds tried (kinks between NIC-held and window-held flows); left for later. DCQCN's
+NIC-wide CNP capacity is left out (refused when set); DCQCN+'s is in (its CNP period).
+dcqcn+static (DCQCN with its timer and step set from the incast's size) is refused: not derived
+yet. On the seed 001 testbed's switch (DCQCN's marking, Pmax 1 %) DCQCN+ rests on the ramp only
+where each flow's share is large (up to 8 flows at 10 Gb/s, 32 at 40 Gb/s; 9 and 36 need more
+than Pmax), so none of `pathflow sweep`'s default points (80 to 2,000 flows) has a rest state. A
+rest state beyond a ramp's max (where RED and the standard DCQCN marking jump to 1), or beyond
+the buffer after a step, is reported as not found. A rest state need not be stable: DCQCN with
+the cx4 parameters has one, and cycles around it (notebook 03; `analysis.stability` says which),
+as does DCQCN+ with 2 flows at 10 Gb/s.
 
 Validated by tests/test_equilibrium.py: the closed form of one RED bottleneck (N flows share C:
 p* = 2 / (b W*^2) with W* = C R* / N and R* = base + q*/C, q* on the ramp), the fluid
@@ -80,7 +85,9 @@ there. tests/test_equilibrium_dcqcn_plus.py: DCQCN+'s rest rate against its own 
 derivative, p held) integrated to rest by scipy (1e-6; measured 1e-13), with tau_c set by
 cnp_interval and by n / cnp_capacity and R_T at the line rate; 2 and 4 flows at 40 Gb/s on the
 testbed's switch, where the simulation settles at the rest state (rates, queue and marking
-within 2 %; measured 2e-4).
+within 2 %; measured 2e-4). tests/test_equilibrium_mptcp.py: LIA's closed form on one RED
+link (1e-6), and the simulation's steady state on two paths (LIA, OLIA, BALIA, uncoupled) and a
+k = 4 fat-tree with two subflows per connection (LIA, uncoupled) within 2 %.
 """
 
 from __future__ import annotations

@@ -53,15 +53,17 @@ act on each other); each part has its own roots and margins.
 Scope and limitations
 ---------------------
 What `analysis.equilibrium` covers on ramps: single-path flows of Reno and DCTCP (reaction =
-"mean"), DCQCN and DCQCN+ on RED or DCQCN marking ramps. Step marking (DCTCP's ECN step, drop-tail's
-full buffer) has no derivative at its threshold (infinite gain): its rest state is the centre
-of a limit cycle (`analysis.equilibrium` finds it on the ECN step), refused here with the
-reason. Flows that their NIC holds (no signal on their path) are constant sources; links without
-a queue at rest stay empty under small perturbations and are left out, as are the ACK load and
-the queueing of ACKs (as in the equilibrium) and the thinning of a flow by losses upstream of a
-bottleneck (second order in the drop probability). Linear: it predicts local stability, the
-settling of small perturbations, and the onset of oscillation; not the amplitude of a limit
-cycle nor the start-up transient.
+"mean"), DCQCN and DCQCN+, and MPTCP's LIA, BALIA and uncoupled subflows, on RED or DCQCN
+marking ramps (OLIA is refused: its rest lies where its sets switch, a sliding mode with no
+linearisation; tests/test_equilibrium_mptcp.py checks the verdicts on two paths). Step marking
+(DCTCP's ECN step, drop-tail's full buffer) has no derivative at its threshold (infinite gain):
+its rest state is the centre of a limit cycle (`analysis.equilibrium` finds it on the ECN step),
+refused here with the reason. Flows that their NIC holds (no signal on their path) are constant
+sources; links without a queue at rest stay empty under small perturbations and are left out, as
+are the ACK load and the queueing of ACKs (as in the equilibrium) and the thinning of a flow by
+losses upstream of a bottleneck (second order in the drop probability). Linear: it predicts
+local stability, the settling of small perturbations, and the onset of oscillation; not the
+amplitude of a limit cycle nor the start-up transient.
 
 Validation
 ----------
