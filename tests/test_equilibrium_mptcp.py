@@ -13,7 +13,8 @@ import xarray as xr
 import pathflow
 from pathflow import Scenario, ScenarioError
 from pathflow.analysis import closed_forms
-from pathflow.analysis.equilibrium import equilibrium
+from pathflow.analysis.equilibrium import equilibrium, rest_state
+from pathflow.analysis.fairness import network_of, reno_allocation
 from pathflow.analysis.stability import stability
 from pathflow.compile import compile_scenario
 from tests.helpers import star
@@ -118,3 +119,15 @@ def test_the_per_window_form_is_refused(tmp_path: Path) -> None:
     scenario = _two_paths(tmp_path, "lia").with_updates({"transport.reaction": "window"})
     with pytest.raises(ScenarioError, match=r"transport\.reaction"):
         equilibrium(scenario)
+
+
+def test_uncoupled_subflows_are_renos_optimum(tmp_path: Path) -> None:
+    """The NUM view of uncoupled subflows: each is a Reno, so the rest state maximises the sum
+    of Reno's utilities over the subflows, -2 / (b T^2 x) at the rest state's round trips
+    (`analysis.fairness.reno_allocation` on the subflows' network), within 1 % (additive
+    prices against the product of the path's marking, which differ by p^2)."""
+    scenario = _two_paths(tmp_path, "uncoupled")
+    rest = rest_state(scenario)
+    network, _, _ = network_of(rest.compiled, subflows=True)
+    optimum = reno_allocation(network, rest.rtt, PACKET)
+    np.testing.assert_allclose(optimum, rest.rate, rtol=0.01)
