@@ -104,7 +104,7 @@ import scipy.optimize
 import xarray as xr
 
 from pathflow.analysis.fairness import Network, network_of
-from pathflow.analysis.subflow_rest import MULTIPATH, CoupledWindows
+from pathflow.analysis.subflow_rest import MULTIPATH, CoupledWindows, fischer_burmeister
 from pathflow.compile import Compiled, compile_scenario
 from pathflow.models.base import Signals, receiver_sum
 from pathflow.models.dcqcn import TINY
@@ -113,10 +113,6 @@ from pathflow.scenario import Scenario, ScenarioError
 
 __all__ = ["RestState", "dcqcn_plus_rest_rate", "dcqcn_rest_rate", "equilibrium",
            "rest_state"]
-
-
-def _fischer_burmeister(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a + b - np.sqrt(a * a + b * b)
 
 
 RestRate = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -211,7 +207,7 @@ def rest_state(scenario: Scenario) -> RestState:
     def residual(x: np.ndarray, stage: int = 0) -> np.ndarray:
         _, _, rtt, _, rate, mark, loss = state(x)
         load = network.load(rate)
-        balance = _fischer_burmeister(x[:loaded], (1.0 - load / capacity)[marking])
+        balance = fischer_burmeister(x[:loaded], (1.0 - load / capacity)[marking])
         if not coupled:
             return balance
         return np.concatenate([balance, coupled.residual(stage, x[loaded:], mark, loss, rtt)])

@@ -53,6 +53,7 @@ uncoupled).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -63,15 +64,17 @@ from pathflow.models.base import Signals
 from pathflow.models.window import WindowControl
 from pathflow.scenario import ScenarioError
 
-__all__ = ["MULTIPATH", "CoupledWindows"]
+__all__ = ["MULTIPATH", "CoupledWindows", "fischer_burmeister"]
 
 MULTIPATH = ("lia", "olia", "balia", "uncoupled")
 _BOOKKEEPING = tuple(WindowControl.state_units)  # the window and its discrete rules' state
 _UNSIGNALLED = 1e-12  # the signal given a subflow whose path signals nothing
 
 
-def _fischer_burmeister(a: jax.Array, b: jax.Array) -> jax.Array:
-    return a + b - jnp.sqrt(a * a + b * b + 1e-300)
+def fischer_burmeister(a: Any, b: Any) -> Any:
+    """phi(a, b) = a + b - sqrt(a^2 + b^2), zero exactly where a >= 0, b >= 0 and a b = 0 (NumPy
+    or JAX arrays; differentiable at (0, 0) too)."""
+    return a + b - (a * a + b * b + 1e-300) ** 0.5
 
 
 class CoupledWindows:
@@ -89,9 +92,8 @@ class CoupledWindows:
                                 "for the mean-field form ('mean'); the per-window form rests in "
                                 "a sawtooth, not a point")
         params = jax.tree.map(jnp.asarray, problem.params)
-        self.connection = np.asarray(problem.subflow_flow)
-        size = self.size = self.connection.size
-        flow, count = jnp.asarray(self.connection), jnp.asarray(problem.count, float)
+        flow, count = jnp.asarray(problem.subflow_flow), jnp.asarray(problem.count, float)
+        size = self.size = flow.size
         self.floor = np.asarray(params.min_cwnd, float) + np.zeros(size)
         packet = jnp.asarray(problem.packet, float)
         capacity = np.asarray(problem.queues.capacity, float)
@@ -135,7 +137,7 @@ class CoupledWindows:
             # mode between the two)
             room = 1.0 - demand / nic_rate
             return jnp.concatenate([
-                _fischer_burmeister(window / self.floor - 1.0, -change[:size]),
+                fischer_burmeister(window / self.floor - 1.0, -change[:size]),
                 change[size:],
                 theta - jnp.clip(theta + room, 0.0, 1.0)])
 
@@ -148,7 +150,6 @@ class CoupledWindows:
                                                          signal + 1e-3))
         self.keys = [key for k, key in enumerate(extra)
                      if np.any(moves[(k + 1) * size:(k + 2) * size] != 0)]
-        self.unknowns = size * (1 + len(self.keys)) + nics
         self._residuals = [jax.jit(lambda *a, m=m: residual(m, *a))
                            for m in _regularised(model)]
 
