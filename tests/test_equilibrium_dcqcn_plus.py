@@ -1,6 +1,7 @@
 """DCQCN+'s rest state (pathflow.analysis.equilibrium.dcqcn_plus_rest_rate) against the model's
 own ODE integrated to rest, and the rest state and its stability verdict
-(pathflow.analysis.stability) against the fluid simulation."""
+(pathflow.analysis.stability) against the fluid simulation; dcqcn+static's rest state against
+DCQCN's rest rate at the parameters its docstring states, and against the simulation."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import xarray as xr
 
 import pathflow
 from pathflow import Scenario
-from pathflow.analysis.equilibrium import dcqcn_plus_rest_rate, equilibrium
+from pathflow.analysis.equilibrium import dcqcn_plus_rest_rate, dcqcn_rest_rate, equilibrium
 from pathflow.analysis.stability import stability
 from pathflow.compile import compile_scenario
 from pathflow.models.base import Signals
@@ -183,3 +184,69 @@ def test_the_slowest_decay_against_the_simulation() -> None:
     early = distance[t < 0.15]  # before it falls to rounding
     queue_rate = -np.polyfit(t[t < 0.15], np.log(early), 1)[0]
     assert queue_rate > 2 * sigma
+
+
+# dcqcn+static, the testbed's approximation (models/dcqcn_static.py): DCQCN's rest rate at the
+# timer and step the incast's size sets. At 40 Gb/s (2 to 8 flows) its rest state on the
+# testbed's switch is locally stable but the simulation started at line rate holds a cycle
+# from an empty queue to past Kmax (0.74 ms with 2 flows); at 100 Gb/s it settles
+STATIC_RATE = "100Gbps"
+STATIC_LINE = 100e9 / 8 / testbed.PACKET  # packets/s: the senders' NIC rate
+
+
+def _static_incast(flows: int, duration: str = "100ms") -> Scenario:
+    """`flows` dcqcn+static senders on the testbed's switch at 100 Gb/s, 1 KB packets."""
+    scenario = testbed.testbed_incast(flows, duration, cc="dcqcn+static")
+    return scenario.with_updates({"topology.link_rate": STATIC_RATE, "run.seed": 1})
+
+
+def _docstring_rest_rate(p: float, flows: int, rounded: bool = True) -> float:
+    """`dcqcn_rest_rate` with the parameters models/dcqcn_static.py's docstring states, written
+    out here rather than read from the model: tau = 40 us, tau' = 55 us, F = 5, B = 32767 B,
+    min_rate 1 Mb/s, the NIC's line rate; timer 3.1 x N us and additive step 256 / N Mb/s,
+    each in whole units (`rounded`) as the NIC takes them."""
+    timer_us, step_mbps = 3.1 * flows, 256 / flows
+    if rounded:
+        timer_us, step_mbps = round(timer_us), round(step_mbps)
+    per_mbps = 1e6 / 8 / testbed.PACKET  # packets/s in 1 Mb/s
+    return dcqcn_rest_rate(p, 40e-6, 55e-6, 5.0, 32767 / testbed.PACKET, timer_us * 1e-6,
+                           step_mbps * per_mbps, 1.0 * per_mbps, STATIC_LINE)
+
+
+# N = 3: timer 9.3 -> 9 us, step 85.3 -> 85 Mb/s; 4: 12.4 -> 12, 64; 7: 21.7 -> 22, 36.6 -> 37
+@pytest.mark.parametrize("flows", [3, 4, 7])
+def test_static_rest_rate_is_dcqcn_at_the_docstring_parameters(flows: int) -> None:
+    """At rest the link is full, C / N each, at the marking p* the solver found; DCQCN's rest
+    rate at p* with the docstring's timer and step, evaluated here, is that share within 1e-9
+    (measured 2e-14). With the timer and step unrounded it is 0.2 to 1.6 % away, so the check
+    sees the rounding."""
+    rest = equilibrium(_static_incast(flows))
+    assert rest.attrs["residual"] < 1e-8
+    p = float(rest.probability.max())
+    assert 0 < p < 0.01  # on the ramp, below Pmax
+    share = STATIC_LINE / flows  # packets/s: the receiver's link is the senders' line rate
+    np.testing.assert_allclose(rest.rate.values / testbed.PACKET, share, rtol=1e-9)
+    assert _docstring_rest_rate(p, flows) == pytest.approx(share, rel=1e-9)
+    assert abs(_docstring_rest_rate(p, flows, rounded=False) / share - 1) > 1e-3
+
+
+def test_static_simulation_settles_at_the_rest_state() -> None:
+    """4 flows at 100 Gb/s started at line rate: the simulation's last 20 ms is the rest state
+    within 2 % in rates, the bottleneck's queue (75 KB) and its marking (measured 1e-15,
+    1.2e-4 and 1.3e-4)."""
+    scenario = _static_incast(4)
+    rest = equilibrium(scenario)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PFC's and the start's notes
+        steady = _last(pathflow.simulate(scenario), 0.02)
+    np.testing.assert_allclose(steady.flow_rate.mean("time").values, rest.rate.values,
+                               rtol=0.02)
+    loaded = rest.queue.values > 0
+    assert loaded.sum() == 1
+    np.testing.assert_allclose(steady.queue.mean("time").values[loaded],
+                               rest.queue.values[loaded], rtol=0.02)
+    np.testing.assert_allclose(steady.marking.mean("time").values[loaded],
+                               rest.probability.values[loaded], rtol=0.02)
+    # settled, not cycling around it: the queue's swing under 0.1 % of its mean
+    queue = steady.queue.max("link").values
+    assert np.ptp(queue) < 1e-3 * queue.mean()

@@ -1,5 +1,6 @@
 """Where a network settles, from each model's steady-state equations (issue 12, item 1: Reno,
-DCTCP, DCQCN and DCQCN+ on one path per flow; MPTCP connections on one path per subflow).
+DCTCP, DCQCN, DCQCN+ and dcqcn+static on one path per flow; MPTCP connections on one path per
+subflow).
 
 Model
 -----
@@ -18,6 +19,9 @@ round trip R = base + sum_l q_l / C_l:
   equation between p and the current rate R_C, alpha a^2 = tau^2 R_AI R_C (c + e)(b + d) (the
   model docstring's symbols), solved for R_C within [min_rate, line_rate] for the path's p; the
   round trip does not enter.
+- **dcqcn+static** (models/dcqcn_static.py: DCQCN with its timer and additive step set from
+  the incast's size): DCQCN's rest rate at the DCQCN parameters the model's own conversion
+  (`DcqcnStatic.as_dcqcn`) gives its derivative.
 - **DCQCN+** (models/dcqcn_plus.py, docs/dcqcn_plus.md): dm/dt = dalpha/dt = dR_T/dt =
   dR_C/dt = 0 leave R_C alpha c^2 = E^2 inc (cuts c, timer expiries E, the mean step inc at
   the mean stage m = E / c; `dcqcn_plus_rest_rate` derives it), or R_C alpha c = (line_rate -
@@ -63,15 +67,19 @@ at its NIC's line rate reaches a host whose link also carries that host's ACKs, 
 and queues in the simulation and not here (a k = 4 fat-tree at 1 Gb/s with 64 B ACKs: rates up
 to 25 % off; with ACKs of no size, 1e-4). Adding them made the least-squares solve fail on half
 of the hash seeds tried (kinks between NIC-held and window-held flows); left for later. DCQCN's
-NIC-wide CNP capacity is left out (refused when set); DCQCN+'s is in (its CNP period).
-dcqcn+static (DCQCN with its timer and step set from the incast's size) is refused: not derived
-yet. On the seed 001 testbed's switch (DCQCN's marking, Pmax 1 %) DCQCN+ rests on the ramp only
-where each flow's share is large (up to 8 flows at 10 Gb/s, 32 at 40 Gb/s; 9 and 36 need more
-than Pmax), so none of `pathflow sweep`'s default points (80 to 2,000 flows) has a rest state. A
-rest state beyond a ramp's max (where RED and the standard DCQCN marking jump to 1), or beyond
-the buffer after a step, is reported as not found. A rest state need not be stable: DCQCN with
-the cx4 parameters has one, and cycles around it (notebook 03; `analysis.stability` says which),
-as does DCQCN+ with 2 flows at 10 Gb/s.
+NIC-wide CNP capacity is left out (refused when set, for dcqcn+static too); DCQCN+'s is in (its
+CNP period). On the seed 001 testbed's switch (DCQCN's marking, Pmax 1 %) DCQCN+ rests on the
+ramp only where each flow's share is large (up to 8 flows at 10 Gb/s, 32 at 40 Gb/s; 9 and 36
+need more than Pmax), so none of `pathflow sweep`'s default points (80 to 2,000 flows) has a
+rest state. A rest state beyond a ramp's max (where RED and the standard DCQCN marking jump to
+1), or beyond the buffer after a step, is reported as not found. A rest state need not be
+stable: DCQCN with the cx4 parameters has one, and cycles around it (notebook 03;
+`analysis.stability` says which), as does DCQCN+ with 2 flows at 10 Gb/s. dcqcn+static on the
+testbed's switch rests on the ramp at 40 Gb/s with 2, 4 and 8 flows (not 16 or 32) and at
+100 Gb/s with all five (of 2, 4, 8, 16 and 32 tried), at 10 and 25 Gb/s with none; at 40 Gb/s
+that rest is locally stable, yet the simulation started at line rate (2, 4 and 8 flows) holds a
+cycle from an empty queue to past Kmax, where the marking jumps to 1 (0.74 ms a period with 2
+flows); at 100 Gb/s it settles.
 
 Validated by tests/test_equilibrium.py: the closed form of one RED bottleneck (N flows share C:
 p* = 2 / (b W*^2) with W* = C R* / N and R* = base + q*/C, q* on the ramp), the fluid
@@ -85,9 +93,12 @@ there. tests/test_equilibrium_dcqcn_plus.py: DCQCN+'s rest rate against its own 
 derivative, p held) integrated to rest by scipy (1e-6; measured 1e-13), with tau_c set by
 cnp_interval and by n / cnp_capacity and R_T at the line rate; 2 and 4 flows at 40 Gb/s on the
 testbed's switch, where the simulation settles at the rest state (rates, queue and marking
-within 2 %; measured 2e-4). tests/test_equilibrium_mptcp.py: LIA's closed form on one RED
-link (1e-6), and the simulation's steady state on two paths (LIA, OLIA, BALIA, uncoupled) and a
-k = 4 fat-tree with two subflows per connection (LIA, uncoupled) within 2 %.
+within 2 %; measured 2e-4); dcqcn+static's rest rate against `dcqcn_rest_rate` at the timer
+and step its docstring states (3.1 N us, 256 / N Mb/s, rounded; 3, 4 and 7 flows at 100 Gb/s:
+1e-9, measured 2e-14), and 4 flows at 100 Gb/s, where the simulation settles at the rest state
+(rates, queue and marking within 2 %; measured 1.3e-4). tests/test_equilibrium_mptcp.py: LIA's
+closed form on one RED link (1e-6), and the simulation's steady state on two paths (LIA, OLIA,
+BALIA, uncoupled) and a k = 4 fat-tree with two subflows per connection (LIA, uncoupled) within 2 %.
 """
 
 from __future__ import annotations
@@ -406,6 +417,24 @@ def _rest_rate(compiled: Compiled, step: bool) -> RestRate:
             return np.array(rates) * packet, np.full(mark.size, np.nan)
 
         return dcqcn
+    if model.name == "dcqcn+static":
+        # DCQCN with the timer and additive step the incast's size sets: its rest rate is
+        # DCQCN's, at the parameters the model's own conversion gives its derivative, so that
+        # the rest state cannot read another timer or step than the simulation runs with
+        static = model.as_dcqcn(params)
+        if np.isfinite(np.asarray(static.cnp_capacity, float)).any():
+            raise ScenarioError("transport.cnp_capacity: the equilibrium leaves the NIC-wide CNP "
+                                "capacity out; unset it")
+
+        def dcqcn_static(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+            rates = [dcqcn_rest_rate(float(q), *(float(np.asarray(v)[i]) for v in (
+                static.cnp_interval, static.alpha_interval, static.stages, static.byte_counter,
+                static.timer, static.rai, static.min_rate, static.line_rate)))
+                for i, q in enumerate(mark)]
+            return np.array(rates) * packet, np.full(mark.size, np.nan)
+
+        return dcqcn_static
     if model.name == "dcqcn+":
         sharing = _receiver_flows(compiled)
 
@@ -416,7 +445,7 @@ def _rest_rate(compiled: Compiled, step: bool) -> RestRate:
 
         return dcqcn_plus
     raise ScenarioError(f"transport.cc: the equilibrium is derived for reno and dctcp "
-                        f"(reaction = 'mean'), dcqcn, dcqcn+ (not dcqcn+static) and the MPTCP "
+                        f"(reaction = 'mean'), dcqcn, dcqcn+, dcqcn+static and the MPTCP "
                         f"family ({', '.join(MULTIPATH)}) so far, not {model.name!r} "
                         f"(reaction {getattr(model, 'reaction', None)!r})")
 
