@@ -93,7 +93,9 @@ of delay differential equations", SIAM J. Sci. Comput. 27(2), 2005.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import jax
@@ -105,6 +107,7 @@ import scipy.signal
 import scipy.sparse
 import scipy.sparse.csgraph
 import xarray as xr
+from threadpoolctl import threadpool_limits
 
 from pathflow.analysis.equilibrium import RestState, rest_state
 from pathflow.models.base import Signals
@@ -116,6 +119,7 @@ SIGNALS = ("mark", "loss", "acked")  # the delayed signals of each controller
 DENSE = 2000  # the largest discretised generator whose eigenvalues are all computed
 PADE_ORDER = 4  # of the delay-free approximation that seeds Newton on larger systems
 GAIN_RANGE = 1e3  # gain margins above it are reported as inf
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class Linearization(NamedTuple):
@@ -562,6 +566,11 @@ class _Closed:
 
         jacobian = jax.jit(jax.jacfwd(slope))
         start = np.concatenate([np.asarray(state[key])[moving] for key in keys])
+        found = _newton_rest(slope, jacobian, start, keys, np.asarray(rest.window)[moving])
+        if found is not None and np.allclose(
+                np.asarray(self.model.rate(unpack(found), rtt, self.params))[moving],
+                np.asarray(rate)[moving], rtol=1e-9, atol=0.0):
+            return unpack(found)  # the equilibrium's own rest, the common case
         horizon = 1e4 * float(np.max(np.asarray(rtt)[moving]))
         solved = scipy.integrate.solve_ivp(
             lambda _, y: np.asarray(slope(y)), (0.0, horizon), start, method="LSODA",
@@ -616,6 +625,26 @@ class _Closed:
             raise ScenarioError("the rest state could not be made exact for the linearisation "
                                 f"(relative residual {self.residual:.1e})")
         return z
+
+
+def _newton_rest(slope: Callable[[jax.Array], jax.Array],
+                 jacobian: Callable[[jax.Array], jax.Array], start: np.ndarray,
+                 keys: list[str], window: np.ndarray) -> np.ndarray | None:
+    """Newton on the controllers' moving variables under held signals, the windows started at
+    the equilibrium's (where it gives them): their rest in a few steps, or None where Newton
+    does not settle (the caller then integrates)."""
+    y = start.copy()
+    if "cwnd" in keys and np.all(np.isfinite(window)):
+        k = keys.index("cwnd")
+        y[k * window.size:(k + 1) * window.size] = window
+    for _ in range(30):
+        step = np.linalg.lstsq(np.asarray(jacobian(y)), -np.asarray(slope(y)), rcond=None)[0]
+        y = y + step
+        if not np.all(np.isfinite(y)):
+            return None
+        if np.max(np.abs(step) / np.maximum(np.abs(y), 1e-300)) < 1e-13:
+            return y
+    return None
 
 
 def _restrict(lin: Linearization, part: np.ndarray) -> Linearization:
@@ -746,13 +775,21 @@ def _loci(lin: Linearization, omegas: np.ndarray, batch: int = 64) -> np.ndarray
     diagonal = np.linalg.cond(vectors) < 1e8
     if diagonal:
         left, right = lin.c @ vectors, np.linalg.solve(vectors, lin.b)
-    values_at = []
-    for first in range(0, omegas.size, batch):
+
+    def values_at(first: int) -> np.ndarray:
         s = 1j * omegas[first:first + batch, None, None]
         loop = (np.matmul(left[None] / (s - modes[None, None, :]), right) if diagonal
                 else lin.c @ np.linalg.solve(s * np.eye(n) - lin.a0, lin.b))
-        values_at.append(np.linalg.eigvals(loop * np.exp(-s * lin.delay[None, :])))
-    loci = np.concatenate(values_at)
+        return np.linalg.eigvals(loop * np.exp(-s * lin.delay[None, :]))
+
+    # LAPACK's eigensolver gains little from BLAS threads at this size: a batch per core,
+    # each on one BLAS thread, is about twice as fast on two cores
+    starts = range(0, omegas.size, batch)
+    if lin.c.shape[0] <= 8:  # small eigenproblems: threads would cost more than they save
+        loci = np.concatenate([values_at(first) for first in starts])
+    else:
+        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(_CORES) as pool:
+            loci = np.concatenate(list(pool.map(values_at, starts)))
     for i in range(1, omegas.size if loci.shape[1] > 1 else 0):
         cost = np.abs(loci[i - 1][:, None] - loci[i][None, :])
         loci[i] = loci[i][scipy.optimize.linear_sum_assignment(cost)[1]]
@@ -761,18 +798,31 @@ def _loci(lin: Linearization, omegas: np.ndarray, batch: int = 64) -> np.ndarray
 
 def _refine(lin: Linearization, low: float, high: float, at_low: complex, at_high: complex,
             measure: Callable[[complex], float]) -> tuple[float, complex]:
-    """Bisection in log omega on a branch between two grid points where `measure` changes sign;
-    the branch is followed as the eigenvalue nearest its previous value."""
-    sign_low = math.copysign(1.0, measure(at_low))
-    for _ in range(60):
-        middle = math.sqrt(low * high)
+    """The root of `measure` on a branch between two grid points where it changes sign, by the
+    Illinois method in log omega (regula falsi whose kept end's value is halved when it is kept
+    twice: a handful of eigenproblems where bisection took forty); the branch is followed as
+    the eigenvalue nearest its value interpolated across the bracket."""
+    m_low, m_high = measure(at_low), measure(at_high)
+    small = 1e-14 * max(abs(m_low), abs(m_high))  # a value this near 0 is the root
+    kept = 0  # the end kept by the last step: -1 low, +1 high
+    for _ in range(100):
+        share = m_low / (m_low - m_high) if m_low != m_high else 0.5
+        share = min(max(share, 1e-3), 1 - 1e-3)  # strictly inside the bracket
+        middle = low * (high / low) ** share
         values = np.linalg.eigvals(_loop(lin, middle))
-        guess = at_low + (at_high - at_low) * 0.5
+        guess = at_low + (at_high - at_low) * share
         value = complex(values[np.argmin(np.abs(values - guess))])
-        if math.copysign(1.0, measure(value)) == sign_low:
-            low, at_low = middle, value
+        found = measure(value)
+        if abs(found) <= small:
+            return middle, value
+        if math.copysign(1.0, found) == math.copysign(1.0, m_low):
+            low, at_low, m_low = middle, value, found
+            m_high = m_high / 2 if kept == 1 else m_high
+            kept = 1
         else:
-            high, at_high = middle, value
+            high, at_high, m_high = middle, value, found
+            m_low = m_low / 2 if kept == -1 else m_low
+            kept = -1
         if high / low - 1 < 1e-12:
             break
     return math.sqrt(low * high), (at_low + at_high) / 2
