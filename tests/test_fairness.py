@@ -136,9 +136,11 @@ def test_fluid_dctcp_on_a_parking_lot_is_its_utility_optimum(tmp_path: Path) -> 
     assert result.attrs["distance_proportional"] > 0.05
 
 
-def test_analyze_prints_the_predictions_and_refuses_multipath(tmp_path: Path) -> None:
+def test_analyze_prints_the_predictions_and_refuses_spraying(tmp_path: Path) -> None:
     """`pathflow analyze`: the parking lot's long flow at max-min 50 Mb/s and proportional
-    33.3 Mb/s (the closed forms: c/2, c/3); a multipath scenario is one line with exit code 2."""
+    33.3 Mb/s (the closed forms: c/2, c/3); two MPTCP connections on a 1 Gb/s star share it
+    pooled, 500 Mb/s each, and drop-tail has no rest state, which it says; a sprayed flow
+    (several paths for one subflow) is one line with exit code 2."""
     scenario = _parking_lot(tmp_path, 2)
     (tmp_path / "lot.toml").write_text(scenario.to_toml())
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "lot.toml")])
@@ -146,6 +148,14 @@ def test_analyze_prints_the_predictions_and_refuses_multipath(tmp_path: Path) ->
     long = next(line for line in result.output.splitlines() if "L0 -> L1" in line)
     assert "50 Mb/s" in long and "33.3 Mb/s" in long
     (tmp_path / "mp.toml").write_text('[topology]\nkind = "star"\nsenders = 2\n'
+                                      'link_rate = "1Gbps"\n'
                                       '[transport]\ncc = "lia"\nsubflows = 2\n')
-    refused = CliRunner().invoke(app, ["analyze", str(tmp_path / "mp.toml")])
+    pooled = CliRunner().invoke(app, ["analyze", str(tmp_path / "mp.toml")])
+    assert pooled.exit_code == 0, pooled.output
+    assert "proportional (pooled)" in pooled.output and "none derived (aqm.kind" in pooled.output
+    assert sum("500 Mb/s" in line for line in pooled.output.splitlines()) == 2
+    (tmp_path / "spray.toml").write_text('[topology]\nkind = "fattree"\nk = 4\n'
+                                         '[routing]\nmode = "spray"\n')
+    refused = CliRunner().invoke(app, ["analyze", str(tmp_path / "spray.toml")])
     assert refused.exit_code == 2 and refused.output.count("\n") == 1, refused.output
+    assert "routing.mode" in refused.output

@@ -28,12 +28,15 @@ Rates are scaled to units of the largest capacity while solving, so the numbers 
 
 Scope and limitations
 ---------------------
-Single-path flows (a multipath flow's subflows are its paths: refused for now, the MPTCP view
-is issue 12's). Flows that the solver runs once for many (`Problem.count`) count that many
-times. The protocol's allocation takes the round trips as given (`rtt`, s, per flow; default
-the base round trips): a queue adds to them, so compare with a simulation at its own mean
-round trips (`fairness_of`). Reno's law holds in the mean field, where losses are a
-probability; drop-tail sawtooths meet it only on average.
+Single-path flows, but for `pooled_alpha_fair`: connections of several subflows (MPTCP), each on
+one path, that may spread their rate over all their paths (resource pooling; validated on the
+two-path network of tests/test_equilibrium_mptcp.py against its closed form, where OLIA's rest
+state meets it and LIA's does not). Spraying (several paths per subflow) is refused. Flows that
+the solver runs once for many (`Problem.count`) count that many times. The protocol's allocation
+takes the round trips as given (`rtt`, s, per flow; default the base round trips): a queue adds
+to them, so compare with a simulation at its own mean round trips (`fairness_of`). Reno's law
+holds in the mean field, where losses are a probability; drop-tail sawtooths meet it only on
+average.
 
 Validated by tests/test_fairness.py: the parking lot's closed forms (max-min c/2; proportional
 c/(N+1) and Nc/(N+1); alpha = 2, c/(1 + sqrt N)), Reno's rates in inverse proportion to the
@@ -55,7 +58,7 @@ from pathflow.metrics import jain_index, throughput
 from pathflow.scenario import Scenario, ScenarioError
 
 __all__ = ["Network", "alpha_fair", "dctcp_allocation", "fairness_of", "max_min", "network_of",
-           "own_allocation", "reno_allocation"]
+           "own_allocation", "pooled_alpha_fair", "reno_allocation"]
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,39 @@ def alpha_fair(network: Network, alpha: float, weight: np.ndarray | None = None
                                     bounds=[(-60.0, 60.0)] * capacity.size,
                                     options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 5000})
     return demand(found.x)[1] * scale
+
+
+def pooled_alpha_fair(network: Network, connection: np.ndarray, alpha: float) -> np.ndarray:
+    """Per subflow the rates (bytes/s) maximising sum_c count_c U_alpha(y_c) under the
+    capacities, y_c the sum of connection c's subflows (`connection`: each subflow's connection
+    index): alpha-fairness between connections that may spread over all their paths, the
+    allocation of resource pooling (Kelly and Voice 2005; Khalili et al. 2012 for OLIA). The
+    split among a connection's equally priced paths is not unique: one optimum is given. Solved
+    in the primal by SLSQP (a network of up to a few hundred subflows)."""
+    if not alpha > 0:
+        raise ValueError(f"alpha: must be > 0, got {alpha}")
+    scale = float(network.capacity.max())
+    routing, capacity, count = network.routing, network.capacity / scale, network.count
+    connections, owner = np.unique(connection, return_inverse=True)
+    owner = owner.reshape(-1)
+    weight = np.bincount(owner, count, connections.size) / np.bincount(owner, None,
+                                                                       connections.size)
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        total = np.maximum(np.bincount(owner, x, connections.size), 1e-12)
+        utility = (np.log(total) if alpha == 1 else total ** (1 - alpha) / (1 - alpha))
+        marginal = weight * total ** -alpha
+        return -float(weight @ utility), -marginal[owner]
+
+    used = routing * count[None, :]
+    start = np.full(count.size, float(np.min(capacity / np.maximum(used.sum(axis=1), 1e-300)))
+                    / 2)
+    found = scipy.optimize.minimize(
+        objective, start, jac=True, method="SLSQP", bounds=[(0.0, None)] * count.size,
+        constraints=[{"type": "ineq", "fun": lambda x: capacity - used @ x,
+                      "jac": lambda _: -used}],
+        options={"ftol": 1e-14, "maxiter": 1000})
+    return found.x * scale
 
 
 def reno_allocation(network: Network, rtt: np.ndarray, packet: float,

@@ -29,8 +29,9 @@ def analyze(
     step), its rest state (rates and the queues that hold them) and, on marking ramps, its
     linear stability per bottleneck: stable or not, the rightmost root, the time to settle or
     the period of the oscillation, the phase margin, the critical loop delay and the gain
-    margin. MPTCP connections (LIA, OLIA, BALIA, uncoupled; a path per subflow): their rest
-    state and its stability, the fair allocations left out (derived for single paths)."""
+    margin. MPTCP connections (LIA, OLIA, BALIA, uncoupled; a path per subflow): the
+    proportionally fair allocation with each connection pooling its paths, their rest state
+    and its stability."""
     with user_errors():
         setup_jax(1)
         scenario = load_scenario(scenario_file)
@@ -100,14 +101,26 @@ def _predictions(scenario: Scenario
     non-empty queues, or why there is none, in words; its stability, or why there is none
     (None where there is no rest state)."""
     from pathflow.analysis.equilibrium import equilibrium, rest_state
-    from pathflow.analysis.fairness import alpha_fair, max_min, network_of, own_allocation
+    from pathflow.analysis.fairness import (
+        alpha_fair,
+        max_min,
+        network_of,
+        own_allocation,
+        pooled_alpha_fair,
+    )
     from pathflow.analysis.stability import stability
     from pathflow.compile import compile_scenario
 
     compiled = compile_scenario(scenario)
     names = [f"{flow.src}->{flow.dst}" for flow in compiled.routes.flows]
     columns: dict[str, np.ndarray] = {}
-    if len(compiled.routes.subflow_flow) == len(names):  # the allocations are per single path
+    if len(compiled.routes.subflow_flow) > len(names):  # connections over several paths
+        network, _, _ = network_of(compiled, subflows=True)
+        pooled = pooled_alpha_fair(network, np.asarray(compiled.problem.subflow_flow), 1.0)
+        per_subflow = pooled[np.asarray(compiled.controller_of)]
+        columns["proportional (pooled)"] = np.bincount(compiled.routes.subflow_flow,
+                                                       per_subflow, len(names))
+    else:
         network, controller, _ = network_of(compiled)
         columns = {"max-min": max_min(network)[controller],
                    "proportional": alpha_fair(network, 1.0)[controller]}
