@@ -116,6 +116,19 @@ def _last(ds: xr.Dataset, seconds: float = 0.04) -> xr.Dataset:
     return ds.sel(time=ds.time > float(ds.time[-1]) - seconds)
 
 
+def _settles_at(steady: xr.Dataset, rest: xr.Dataset) -> None:
+    """The simulated steady state is the rest state within 2 %: rates, and the queue and the
+    marking of the one loaded link."""
+    np.testing.assert_allclose(steady.flow_rate.mean("time").values, rest.rate.values,
+                               rtol=0.02)
+    loaded = rest.queue.values > 0
+    assert loaded.sum() == 1
+    np.testing.assert_allclose(steady.queue.mean("time").values[loaded],
+                               rest.queue.values[loaded], rtol=0.02)
+    np.testing.assert_allclose(steady.marking.mean("time").values[loaded],
+                               rest.probability.values[loaded], rtol=0.02)
+
+
 @pytest.mark.parametrize("case", [JITTERED, TOGETHER], ids=["2-apart", "4-together"])
 def test_the_simulation_settles_at_the_rest_state(case: tuple[Any, ...]) -> None:
     """2 and 4 flows at 40 Gb/s (each from a 10 Gb/s sender; 20 and 10 Gb/s each at rest):
@@ -124,16 +137,8 @@ def test_the_simulation_settles_at_the_rest_state(case: tuple[Any, ...]) -> None
     flows = case[0]
     rest = equilibrium(_incast(*case))
     assert rest.attrs["residual"] < 1e-8
-    steady = _last(_simulated(*case))
-    np.testing.assert_allclose(steady.flow_rate.mean("time").values, rest.rate.values,
-                               rtol=0.02)
     np.testing.assert_allclose(rest.rate.values, 40e9 / 8 / flows, rtol=1e-9)
-    loaded = rest.queue.values > 0
-    assert loaded.sum() == 1
-    np.testing.assert_allclose(steady.queue.mean("time").values[loaded],
-                               rest.queue.values[loaded], rtol=0.02)
-    np.testing.assert_allclose(steady.marking.mean("time").values[loaded],
-                               rest.probability.values[loaded], rtol=0.02)
+    _settles_at(_last(_simulated(*case)), rest)
 
 
 def test_stability_verdicts_against_the_simulation() -> None:
@@ -239,14 +244,7 @@ def test_static_simulation_settles_at_the_rest_state() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PFC's and the start's notes
         steady = _last(pathflow.simulate(scenario), 0.02)
-    np.testing.assert_allclose(steady.flow_rate.mean("time").values, rest.rate.values,
-                               rtol=0.02)
-    loaded = rest.queue.values > 0
-    assert loaded.sum() == 1
-    np.testing.assert_allclose(steady.queue.mean("time").values[loaded],
-                               rest.queue.values[loaded], rtol=0.02)
-    np.testing.assert_allclose(steady.marking.mean("time").values[loaded],
-                               rest.probability.values[loaded], rtol=0.02)
+    _settles_at(steady, rest)
     # settled, not cycling around it: the queue's swing under 0.1 % of its mean
     queue = steady.queue.max("link").values
     assert np.ptp(queue) < 1e-3 * queue.mean()

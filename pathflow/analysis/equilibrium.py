@@ -403,38 +403,25 @@ def _rest_rate(compiled: Compiled, step: bool) -> RestRate:
             return window / rtt * packet, window
 
         return window_based
-    if model.name == "dcqcn":
-        if np.isfinite(np.asarray(params.cnp_capacity, float)).any():
+    if model.name in ("dcqcn", "dcqcn+static"):
+        # dcqcn+static is DCQCN with the timer and additive step the incast's size sets: its
+        # rest rate is DCQCN's at the parameters the model's own conversion gives its
+        # derivative, so that the rest state cannot read another timer or step than the
+        # simulation runs with
+        used = model.as_dcqcn(params) if model.name == "dcqcn+static" else params
+        if np.isfinite(np.asarray(used.cnp_capacity, float)).any():
             raise ScenarioError("transport.cnp_capacity: the equilibrium leaves the NIC-wide CNP "
                                 "capacity out; unset it")
 
         def dcqcn(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
             rates = [dcqcn_rest_rate(float(q), *(float(np.asarray(v)[i]) for v in (
-                params.cnp_interval, params.alpha_interval, params.stages, params.byte_counter,
-                params.timer, params.rai, params.min_rate, params.line_rate)))
+                used.cnp_interval, used.alpha_interval, used.stages, used.byte_counter,
+                used.timer, used.rai, used.min_rate, used.line_rate)))
                 for i, q in enumerate(mark)]
             return np.array(rates) * packet, np.full(mark.size, np.nan)
 
         return dcqcn
-    if model.name == "dcqcn+static":
-        # DCQCN with the timer and additive step the incast's size sets: its rest rate is
-        # DCQCN's, at the parameters the model's own conversion gives its derivative, so that
-        # the rest state cannot read another timer or step than the simulation runs with
-        static = model.as_dcqcn(params)
-        if np.isfinite(np.asarray(static.cnp_capacity, float)).any():
-            raise ScenarioError("transport.cnp_capacity: the equilibrium leaves the NIC-wide CNP "
-                                "capacity out; unset it")
-
-        def dcqcn_static(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray]:
-            rates = [dcqcn_rest_rate(float(q), *(float(np.asarray(v)[i]) for v in (
-                static.cnp_interval, static.alpha_interval, static.stages, static.byte_counter,
-                static.timer, static.rai, static.min_rate, static.line_rate)))
-                for i, q in enumerate(mark)]
-            return np.array(rates) * packet, np.full(mark.size, np.nan)
-
-        return dcqcn_static
     if model.name == "dcqcn+":
         sharing = _receiver_flows(compiled)
 
