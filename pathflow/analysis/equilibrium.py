@@ -179,9 +179,10 @@ def equilibrium(scenario: Scenario, rest: RestState | None = None) -> xr.Dataset
         attrs={"residual": rest.residual})
 
 
-def rest_state(scenario: Scenario) -> RestState:
-    """The rest state of `scenario` per solver controller (see `equilibrium`)."""
-    compiled = compile_scenario(scenario)
+def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestState:
+    """The rest state of `scenario` per solver controller (see `equilibrium`); `compiled`: the
+    scenario already compiled (`compile_scenario`), where the caller has it."""
+    compiled = compiled or compile_scenario(scenario)
     network, _, _ = network_of(compiled, subflows=True)
     problem = compiled.problem
     links = network.capacity.size

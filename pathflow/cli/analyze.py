@@ -129,10 +129,8 @@ def _predictions(scenario: Scenario
         if own is not None:
             columns[f"{_OWN_NAMES[scenario.si.transport.cc]} (base RTT)"] = own[controller]
     try:
-        found = rest_state(scenario)
+        found = rest_state(scenario, compiled)
     except ScenarioError as why:  # the table stands without it; say why it is missing
-        if not columns:  # nothing to show: say why in one line
-            raise
         return names, columns, f"none derived ({why})", None
     rest = equilibrium(scenario, found)
     columns["rest state"] = rest.rate.values
