@@ -41,8 +41,19 @@ level): it is left out.
 The solver realises the Poisson process by the time change: each flow draws a threshold
 E ~ Exp(1) (from `[run] seed`), accumulates the integral of h while it sends, and times out
 when the integral reaches E. Flows therefore time out at different moments, as packet-level
-flows do, and a fluid flow in timeout sends nothing; exchangeable flows are not merged when
-timeouts are possible (`pathflow.compile`).
+flows do, and a fluid flow in timeout sends nothing.
+
+Flows that nothing but their timeouts tells apart (an incast's flows from one host) form a
+class whose state is a distribution: the fraction of it stalled, and the windows of the flows
+that have restarted. The solver carries that distribution as a sample (the particle form of the
+mean field, as in Monte Carlo methods for McKean-Vlasov equations): a class of n flows runs as
+K = min(n, `[run] representatives`) controllers, dealt the flows round-robin, each counted as
+its share and drawing its own thresholds. The class's stalled fraction is then the mean of K
+Bernoulli draws, unbiased, with a standard deviation sqrt(s (1 - s) / K) per class where every
+flow runs, sqrt(s (1 - s) / n), and K = n is the exact per-flow model. At the default K = 32 (a
+2,000-flow incast from 8 hosts runs 256 controllers, not 2,000) the Jain index and stalled
+fraction over four seeds agree with every flow run on its own within their seed-to-seed spread
+(2,000 flows: stalled 0.328 +- 0.012 against 0.324 +- 0.004).
 
 RTO (RFC 6298, as the packet-level reference): RTO = max(rto_min, srtt + 4 rttvar), srtt and
 rttvar smoothed from the flow's round trip once per round trip (gains 1/8 and 1/4), starting
@@ -51,6 +62,7 @@ from the base round trip (srtt = R0, rttvar = R0/2, the sample a handshake gives
 Parameters
 ----------
 `[transport] rto_min` (default 200 ms, Linux; 1 ms and 200 us are datacenter settings).
+`[run] representatives` (default 32 per class; 0 runs every flow on its own).
 
 Scope and limitations
 ---------------------
@@ -66,7 +78,8 @@ Validation
 ----------
 tests/test_timeouts.py: the hazard against the binomial count of duplicate ACKs, a flow in
 timeout sends nothing, no timeouts with a buffer of one BDP per flow (both engines), goodput
-never above throughput; tests/test_rounds.py: the restart after an idle RTO; the validation
+never above throughput, representatives time out as often as every flow run on its own;
+tests/test_rounds.py: the restart after an idle RTO; the validation
 case `incast_goodput`: the classic incast against the packet-level reference and the published
 setup (the fluid model times out more than the packet level after the collapse, reported).
 

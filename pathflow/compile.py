@@ -190,22 +190,32 @@ def _subflow_nics(network: Network, routes: Routes) -> np.ndarray:
                      for links in first], dtype=np.int32)
 
 
-def _exchangeable(routes: Routes) -> np.ndarray:
+def _exchangeable(routes: Routes, representatives: int = 0) -> np.ndarray:
     """Per subflow, the controller that runs it. Flows of one subflow that nothing tells apart
     (traffic group, start, size, paths and their split) share one controller, run once and
     counted as many: exact, since the model is deterministic and they see one network (an N:1
-    incast from 8 hosts runs 8 controllers). A multipath connection's subflows keep their own."""
+    incast from 8 hosts runs 8 controllers). A multipath connection's subflows keep their own.
+
+    With `representatives` > 0 (flows that may time out, each at a moment of its own) a class
+    is dealt round-robin to at most that many controllers, each standing for its share of the
+    class and drawing its own timeouts: a sample of the class's timeout states (the particle
+    form of the mean field; `models.timeouts`). A class no larger runs every flow."""
     paths_of: dict[int, list[tuple[tuple[int, ...], float]]] = {}
     for path, subflow, weight in zip(routes.paths, routes.path_subflow, routes.path_weight,
                                      strict=True):
         paths_of.setdefault(subflow, []).append((path, weight))
     subflows = np.bincount(routes.subflow_flow)
     classes: dict[tuple[Any, ...], int] = {}
+    dealt: dict[tuple[Any, ...], int] = {}
     controller_of = np.empty(len(routes.subflow_flow), dtype=np.int64)
     for s, f in enumerate(routes.subflow_flow):
         flow = routes.flows[f]
         key = ((flow.group, flow.start, flow.size, tuple(paths_of[s])) if subflows[f] == 1
                else ("subflow", s))
+        if representatives:
+            seat = dealt.get(key, 0)
+            dealt[key] = seat + 1
+            key = (*key, seat % representatives)
         controller_of[s] = classes.setdefault(key, len(classes))
     return controller_of
 
@@ -287,10 +297,14 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
     hops, base_rtt, largest_rtt = _path_arrays(scenario, network, routes, set(nic.tolist()),
                                                reverse, float(ack.max(initial=0.0)))
     n_subflows = len(routes.subflow_flow)
-    # flows that may time out do so at moments of their own (`models.timeouts`): run each
+    # flows that may time out do so at moments of their own (`models.timeouts`): a class of
+    # them runs as at most `[run] representatives` controllers, each a sample of its timeouts
     timed_out = model.min_window(params) is not None
-    merge = exchangeable and not timed_out
-    controller_of = _exchangeable(routes) if merge else np.arange(n_subflows)
+    representatives = scenario.si.run.representatives if timed_out else 0
+    if exchangeable and (representatives or not timed_out):
+        controller_of = _exchangeable(routes, representatives)
+    else:
+        controller_of = np.arange(n_subflows)
     model_rate = model.fastest_rate(params)
     dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_subflows,
                            model_rate)

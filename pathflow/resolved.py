@@ -153,6 +153,7 @@ class ResolvedRun:
     warmup: float | None  # s; None: a quarter of the run (`steady_start`)
     precision: str
     feedback_delay: str = "round_trip"  # or "propagation": the loop delay held at the base RTT
+    representatives: int = 32  # per class of flows that may time out (`compile._exchangeable`)
 
     @property
     def steady_start(self) -> float:

@@ -247,6 +247,7 @@ class Run(_Section):
     warmup: Time | None = None
     precision: Literal["float64", "float32"] = "float64"
     feedback_delay: Literal["round_trip", "propagation"] = "round_trip"
+    representatives: int = Field(32, ge=0, le=100_000)
 
 
 class _ScenarioModel(_Section):
@@ -387,7 +388,8 @@ def _run(run: Run, duration: float) -> ResolvedRun:
             raise ScenarioError(f"run.{key}: {text} must be shorter than run.duration "
                                 f"({run.duration})")
     return ResolvedRun(duration=duration, seed=run.seed, precision=run.precision,
-                       feedback_delay=run.feedback_delay, **times)
+                       feedback_delay=run.feedback_delay,
+                       representatives=run.representatives, **times)
 
 
 _TRAFFIC_KEYS = tuple(key for key in Traffic.model_fields if key != "groups")

@@ -84,6 +84,8 @@ name = "..."                   label for outputs
   precision  float64 (default) | float32
   feedback_delay  round_trip (default): feedback returns one round trip, queueing included, late
              | propagation: the base round trip only (the fixed loop delay of stability analyses)
+  representatives  flows that only their timeouts tell apart run as at most this many per
+             class, each a sample of the class's timeouts (default 32; 0: every flow)
 """
 
 

@@ -1,7 +1,8 @@
 """Exchangeable flows run once (pathflow.compile._exchangeable): flows that nothing tells apart
-(group, start, size, paths) share one controller counted as many, unless they may time out
-(window-based controls: each times out at a moment of its own, `models.timeouts`). The reference
-is the same scenario with every flow run (`compile_scenario(..., exchangeable=False)`)."""
+(group, start, size, paths) share one controller counted as many; flows that may time out
+(window-based controls: each times out at a moment of its own, `models.timeouts`) run as at most
+`[run] representatives` per class (tests/test_timeouts.py compares them with every flow). The
+reference is the same scenario with every flow run (`compile_scenario(..., exchangeable=False)`)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def test_what_tells_flows_apart_keeps_them_apart() -> None:
     assert _controllers(_incast(64, traffic=sizes, **RATE_BASED)) == 16
     # window-based flows may time out, each at a moment of its own (models.timeouts)
     assert _controllers(_incast(64)) == 64
+    assert _controllers(_incast(512)) == 8 * 32  # 32 representatives of each host's 64
+    every = _incast(512, run={"duration": "20ms", "representatives": 0})
+    assert _controllers(every) == 512
     multipath = _incast(16, transport={"cc": "lia", "subflows": 2})
     assert _controllers(multipath) == 32  # a connection's subflows keep their own
 
