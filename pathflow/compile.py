@@ -12,11 +12,12 @@
   d the segments per ACK (`segments_per_ack`). The solver adds the ACKs to the arrivals of the
   reverse links and their queueing to the round trip (`solvers.dde`); `ack_size = "0B"` leaves
   both out (every reverse index the padding link, every ratio 0).
-- dt: 1/20 of the smallest base RTT, at most half of RED's averaging time constant (DESIGN §4) and
-  at most a quarter of the model's fastest time constant (`CongestionModel.fastest_rate`: DCQCN's
-  timers); this is the finest step. Unless `[run] dt` fixes the step, the solver coarsens it between
-  record segments to 1/20 of the round trips that limit the senders (`solvers.stepping`), never
-  beyond the record interval or RED's bound.
+- dt: 1/20 of the smallest base RTT (1/10 for rate-based models, `solvers.stepping.STEPS_PER_RTT`),
+  at most half of RED's averaging time constant (DESIGN §4) and at most a quarter of the model's
+  fastest time constant (`CongestionModel.fastest_rate`: DCQCN's timers); this is the finest step.
+  Unless `[run] dt` fixes the step, the solver coarsens it between record segments to as many
+  steps per round trip that limits the senders (`solvers.stepping`), never beyond the record
+  interval or RED's bound.
 - history: the largest possible round trip (base RTT plus every switch buffer on the path full,
   and with ACKs those of the reverse links that can queue) in steps.
 - records: `[run] sample` if given, else `default_records`: as many samples as fit a budget of
@@ -45,7 +46,7 @@ from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario
 from pathflow.solvers.dde import ring_bytes
 from pathflow.solvers.problem import Grid, Physics, Problem, cast_problem, with_hop_layout
-from pathflow.solvers.stepping import Stepping
+from pathflow.solvers.stepping import STEPS_PER_RTT, Stepping
 from pathflow.topology import (
     Network,
     build_network,
@@ -264,14 +265,15 @@ def _longest_step(aqm: Any, model_rate: float) -> float:
 
 
 def choose_grid(scenario: Scenario, base_rtt: np.ndarray, largest_rtt: np.ndarray,
-                aqm: Any, width: int, model_rate: float = 0.0) -> tuple[float, Grid]:
+                aqm: Any, width: int, model_rate: float = 0.0,
+                per_rtt: int = STEPS_PER_RTT["window"]) -> tuple[float, Grid]:
     """dt and the record/history sizes for this scenario (see the module docstring);
-    `model_rate`: the model's `fastest_rate` (1/s)."""
+    `model_rate`: the model's `fastest_rate` (1/s); `per_rtt`: steps per base round trip."""
     run = scenario.si.run
     if run.dt is not None:
         dt = run.dt
     else:
-        dt = min(float(base_rtt.min()) / 20, _longest_step(aqm, model_rate))
+        dt = min(float(base_rtt.min()) / per_rtt, _longest_step(aqm, model_rate))
     steps = math.ceil(run.duration / dt - 1e-9)
     if run.sample is not None:
         per_record = max(1, round(run.sample / dt))
@@ -306,8 +308,9 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
     else:
         controller_of = np.arange(n_subflows)
     model_rate = model.fastest_rate(params)
+    per_rtt = STEPS_PER_RTT[model.sends]
     dt, grid = choose_grid(scenario, base_rtt, largest_rtt, aqm, len(network.links) + n_subflows,
-                           model_rate)
+                           model_rate, per_rtt)
     history_bytes = ring_bytes(grid.history, int(controller_of.max()) + 1)
     if history_bytes > 4e9:
         warnings.warn(f"the delay history needs {history_bytes / 1e9:.1f} GB: buffers allow round "
@@ -343,7 +346,8 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
                       _pause_history(queues, dt), timed_out,
                       max((flow.rounds for flow in routes.flows), default=1))
     return Compiled(scenario, network, routes, physics, cast_problem(problem, dtype), grid,
-                    _stepping(scenario, dt, grid, _longest_step(aqm, model_rate)), controller_of)
+                    _stepping(scenario, dt, grid, _longest_step(aqm, model_rate), per_rtt),
+                    controller_of)
 
 
 def _barriers(routes: Routes) -> np.ndarray:
@@ -412,13 +416,14 @@ def _controls(scenario: Scenario, network: Network, routes: Routes
     return mixture, mixture.pack(part_of[group_of], [values(i, p) for i, p in enumerate(parts)])
 
 
-def _stepping(scenario: Scenario, dt: float, grid: Grid, longest: float) -> Stepping | None:
+def _stepping(scenario: Scenario, dt: float, grid: Grid, longest: float, per_rtt: int
+              ) -> Stepping | None:
     """How the solver may coarsen the step: up to the record interval, and no further than
-    `longest` (RED's averaging, the model's time constants); None where `[run] dt` fixes it or
-    nothing coarser is allowed."""
+    `longest` (RED's averaging, the model's time constants) or `per_rtt` steps per limiting
+    round trip; None where `[run] dt` fixes it or nothing coarser is allowed."""
     if scenario.si.run.dt is not None:
         return None
     finest = grid.steps_per_record
     if longest <= dt:
         return None
-    return Stepping(dt * finest, finest, longest)
+    return Stepping(dt * finest, finest, longest, per_rtt)

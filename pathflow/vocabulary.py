@@ -78,7 +78,7 @@ name = "..."                   label for outputs
 
 [run]
   duration   simulated time (default "100ms");  seed (default 1)
-  dt         integration step (default: smallest base RTT / 20)
+  dt         integration step (default: smallest base RTT / 20; / 10 for rate-based cc)
   sample     recording interval (default: up to 20000 samples)
   warmup     start of the steady window for statistics (default: a quarter of duration)
   precision  float64 (default) | float32
