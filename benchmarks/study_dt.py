@@ -1,6 +1,7 @@
 """Step-size study: how far the fluid model's answers move when dt grows past the default.
 
-The default dt is 1/20 of the smallest base round trip (``pathflow.compile.choose_grid``). For each
+The default dt is 1/20 of the smallest base round trip (1/10 for rate-based models;
+``pathflow.compile.choose_grid``). For each
 case the scenario is run with ``run.dt`` = default x {1, 2, 4, 8, 16, 32} and one fixed sample
 interval (32 default steps, so every run records at the same instants and rates are means over
 the same intervals), and the key outputs are compared with the default run's:

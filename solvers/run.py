@@ -32,6 +32,27 @@ __all__ = ["solve", "solve_together"]
 Progress = Callable[[int, int], None]
 _ADAPTIVE_SEGMENTS = 64
 
+# XLA's CPU options for the step loop. A step is some 60 small kernels (a few hundred values
+# each); by default XLA hands independent ones to other threads, which costs more than it wins
+# at this size. With these two, on two CPUs (a notebook or script: the command line pins itself
+# to one, `cli.console.setup_jax`) the k = 8 fat-tree's loop runs 19 % faster, on one CPU 3 %,
+# every result bit for bit the same (benchmarks/README.md, "XLA options").
+LOOP_OPTIONS: dict[str, bool] = {"xla_cpu_copy_insertion_use_region_analysis": True,
+                                 "xla_cpu_enable_concurrency_optimized_scheduler": False}
+
+
+@lru_cache(maxsize=1)
+def _loop_options() -> dict[str, bool]:
+    """`LOOP_OPTIONS` where the backend is a CPU whose XLA knows them, else none (an XLA
+    refuses an option it does not know)."""
+    if jax.default_backend() != "cpu":
+        return {}
+    try:
+        jax.jit(lambda x: x, compiler_options=LOOP_OPTIONS).lower(0.0).compile()
+    except jax.errors.JaxRuntimeError:
+        return {}
+    return LOOP_OPTIONS
+
 
 @lru_cache(maxsize=32)
 def _compiled(physics: Physics, grid: Grid, records: int) -> tuple[Callable, Callable]:
@@ -41,7 +62,8 @@ def _compiled(physics: Physics, grid: Grid, records: int) -> tuple[Callable, Cal
     def advance(problem: Problem, carry, steps):  # type: ignore[no-untyped-def]
         return run_records(physics, problem, grid, carry, records, steps)
 
-    return jax.jit(start), jax.jit(advance, donate_argnums=1)  # the carry is updated in place
+    # the carry is updated in place
+    return jax.jit(start), jax.jit(advance, donate_argnums=1, compiler_options=_loop_options())
 
 
 def solve(physics: Physics, problem: Problem, grid: Grid, *, progress: Progress | None = None,
