@@ -15,9 +15,9 @@
 - dt: 1/20 of the smallest base RTT (1/10 for rate-based models, `solvers.stepping.STEPS_PER_RTT`),
   at most half of RED's averaging time constant (DESIGN §4) and at most a quarter of the model's
   fastest time constant (`CongestionModel.fastest_rate`: DCQCN's timers); this is the finest step.
-  Unless `[run] dt` fixes the step, the solver coarsens it between record segments to as many
-  steps per round trip that limits the senders (`solvers.stepping`), never beyond the record
-  interval or RED's bound.
+  Unless `[run] dt` fixes the step, the solver coarsens it between record segments to the same
+  fraction of the round trips that limit the senders (`solvers.stepping`), never beyond the
+  record interval or RED's bound.
 - history: the largest possible round trip (base RTT plus every switch buffer on the path full,
   and with ACKs those of the reverse links that can queue) in steps.
 - records: `[run] sample` if given, else `default_records`: as many samples as fit a budget of
