@@ -36,8 +36,8 @@ TOLERANCES: dict[str, float] = {
     "convergence_time": 5e-3,  # where both converged
     "cycle_period": 1e-6,  # equal: a whole number of record intervals
 }
-# equal at 49 of the 50 points; DCQCN+ at N = 640 settles 17 ms before the last quarter in
-# float64 and not before it in float32 (a borderline point; see benchmarks/README.md)
+# equal at 49 of the 50 points; DCQCN+ at N = 640 settles near the start of the last quarter,
+# before it in float32 and not in float64 (a borderline point; see benchmarks/README.md)
 EXACT = ("state", "settled", "drops", "paused")
 
 
