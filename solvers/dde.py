@@ -629,7 +629,7 @@ def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, car
     else:
         carry, sums = jax.lax.fori_loop(0, steps, lambda _, inner: body(inner, None)[0],
                                         (carry, start))
-        n = steps.astype(carry.queue.dtype)
+        n = jnp.maximum(steps, 1).astype(carry.queue.dtype)  # 0: a record not run
     sample = Trajectory(
         queue=carry.queue, queue_max=sums.queue_max, queue_min=sums.queue_min,
         arrival=sums.arrival / n, departure=sums.departure / n, drop=sums.drop / n,
@@ -644,16 +644,20 @@ def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, car
 
 
 def run_records(physics: Physics, problem: Problem, grid: Grid, carry: Carry,
-                records: int, steps: Array | None = None) -> tuple[Carry, Trajectory]:
+                records: int, steps: Array | None = None, active: Array | None = None
+                ) -> tuple[Carry, Trajectory]:
     """Advance `records` sample intervals from `carry`; the building block for progress bars.
-    `steps` (traced) overrides the grid's steps per record (`solvers.stepping`)."""
+    `steps` (traced) overrides the grid's steps per record (`solvers.stepping`); with it,
+    `active` (traced) runs only the first `active` records, the others taking no step (their
+    samples are to be dropped), so that one compiled program serves shorter segments."""
 
     layout = _prepare(problem)
 
-    def body(current: Carry, _: None) -> tuple[Carry, Trajectory]:
-        return _record(physics, problem, layout, grid, current, steps)
+    def body(current: Carry, index: Array) -> tuple[Carry, Trajectory]:
+        taken = steps if active is None else jnp.where(index < active, steps, 0)
+        return _record(physics, problem, layout, grid, current, taken)
 
-    return jax.lax.scan(body, carry, None, length=records)
+    return jax.lax.scan(body, carry, jnp.arange(records))
 
 
 @partial(jax.jit, static_argnums=(0, 2))

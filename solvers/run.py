@@ -59,8 +59,8 @@ def _compiled(physics: Physics, grid: Grid, records: int) -> tuple[Callable, Cal
     def start(problem: Problem):  # type: ignore[no-untyped-def]
         return initial_carry(physics, problem, grid)
 
-    def advance(problem: Problem, carry, steps):  # type: ignore[no-untyped-def]
-        return run_records(physics, problem, grid, carry, records, steps)
+    def advance(problem: Problem, carry, steps, active):  # type: ignore[no-untyped-def]
+        return run_records(physics, problem, grid, carry, records, steps, active)
 
     # the carry is updated in place
     return jax.jit(start), jax.jit(advance, donate_argnums=1, compiler_options=_loop_options())
@@ -82,19 +82,24 @@ def solve(physics: Physics, problem: Problem, grid: Grid, *, progress: Progress 
     pieces: list[Trajectory] = []
     done = 0
     while done < grid.records:
-        steps = None
+        steps = active = None
+        count = per_segment
         if stepping is not None:
             steps = np.int32(steps_per_record)
             dt = stepping.sample / steps_per_record
             problem = problem._replace(dt=np.asarray(dt, np.asarray(problem.dt).dtype))
-        carry, piece = advance(problem, carry, steps)
-        pieces.append(jax.tree.map(np.asarray, piece))
-        done += per_segment
+            # the first segment record by record: the step leaves the finest (slow start's)
+            # as soon as the dynamics allow, not a 64th of the run later
+            count = 1 if done < per_segment else per_segment
+            active = np.int32(count)
+        carry, piece = advance(problem, carry, steps, active)
+        pieces.append(jax.tree.map(lambda a, n=count: np.asarray(a)[:n], piece))
+        done += count
         if progress is not None:
             progress(min(done, grid.records), grid.records)
         if stepping is not None and done < grid.records:
-            now = done * stepping.sample
-            chosen = stepping.choose(limit(pieces[-1], now, now + per_segment * stepping.sample),
+            now, following = done * stepping.sample, 1 if done < per_segment else per_segment
+            chosen = stepping.choose(limit(pieces[-1], now, now + following * stepping.sample),
                                      steps_per_record)
             if chosen != steps_per_record:
                 carry = _regrid(carry, steps_per_record, chosen)
