@@ -93,7 +93,8 @@ def solve(physics: Physics, problem: Problem, grid: Grid, *, progress: Progress 
             count = 1 if done < per_segment else per_segment
             active = np.int32(count)
         carry, piece = advance(problem, carry, steps, active)
-        pieces.append(jax.tree.map(lambda a, n=count: np.asarray(a)[:n], piece))
+        # a copy of the records run: a view would keep the whole segment's arrays alive
+        pieces.append(jax.tree.map(lambda a, n=count: np.array(np.asarray(a)[:n]), piece))
         done += count
         if progress is not None:
             progress(min(done, grid.records), grid.records)
