@@ -17,6 +17,7 @@ from scipy.optimize import brentq
 import pathflow
 from pathflow import Scenario
 from pathflow.compile import compile_scenario
+from pathflow.metrics import convergence_time
 from pathflow.validation.cases.common import queue_figure, steady_window
 from pathflow.validation.registry import CaseResult, Check, case
 
@@ -134,10 +135,11 @@ def dcqcn_stability() -> CaseResult:
               "bytes", why="the paper's fixed point"),
         Check.band("N = 64, extended line: queue swing / q*", swing["64e"] / q64["queue"],
                    0.0, 0.01, why="settled"),
-        Check("N = 64, standard curve: queue swing", CONEXT["kmax"], swing["64s"], None,
-              "bytes", why="a limit cycle around Kmax, not a fixed point (reported)"),
-        Check("N = 64, standard curve: utilization", 1.0, float(standard.utilization.mean()),
-              None, why="the link idles in each cycle (reported)"),
+        Check.band("N = 64, standard curve: queue swing / Kmax", swing["64s"] / CONEXT["kmax"],
+                   0.5, 5.0, why="a limit cycle around Kmax, not a fixed point (the extended "
+                   "line's swing is 0.1 % of q*)"),
+        Check.band("N = 64, standard curve: utilization", float(standard.utilization.mean()),
+                   0.7, 0.97, why="the link idles in each cycle (the fixed point keeps it full)"),
     ]
     series = {"N = 2": two.queue / PACKET, "N = 10": ten.queue / PACKET,
               "N = 64 (standard curve)": standard.queue / PACKET}
@@ -166,7 +168,18 @@ def dcqcn_fluid_packet() -> CaseResult:
     process, the fluid model its synchronised mean field). Claimed at 8:1; at 64:1 the fluid
     flows, identical and synchronised, cut together and swing the queue harder than 64
     desynchronised packet-level flows, so the queue and, on cx4, the throughput are reported
-    (issue 11: synchronisation)."""
+    (issue 11: synchronisation).
+
+    Convergence, within 30 % (the issue's): when the bottleneck queue settles
+    (`metrics.convergence_time`, `queue_time`) and, on conext2016, when the whole run does
+    (every flow's rate and the queue), both smoothed over `SETTLING_SMOOTHING` (2 ms: longer
+    than cx4's limit cycle, so that a steady cycle counts as settled, as the metric intends;
+    10 round trips, the metric's default, are 0.2 ms here and leave cx4's 8:1 unsettled in
+    both engines). Measured 2026-11-25 at 1, 2 and 5 ms of smoothing the 8:1 queue's settling
+    times agree within 10 % in every case. Reported: the flows' settling on cx4 (the packet
+    level's per-flow rates wander by more than the band for 15 ms, the fluid flows are equal
+    from the start: 5.6 against 15 ms) and everything at 64:1 (the packet-level flows never
+    settle individually)."""
     from pathflow.validation.packet import simulate_packets
 
     checks, runs = [], {}
@@ -187,7 +200,23 @@ def dcqcn_fluid_packet() -> CaseResult:
                     "bytes/s" if variable == "link_departure" else "bytes",
                     why="" if held else "64 synchronised fluid flows against desynchronised "
                     "packet-level flows (reported)"))
+            settled = [convergence_time(ds, smoothing=SETTLING_SMOOTHING, link="s0->r0")
+                       for ds in (packet, fluid)]
+            whole = claimed and preset == "conext2016"
+            checks += [
+                Check(f"queue settling time, {flows}:1, {preset}", settled[0].queue_time,
+                      settled[1].queue_time, 0.30 if claimed else None, "s",
+                      why="the issue's 30 %" if claimed else "64 synchronised fluid flows "
+                      "(reported)"),
+                Check(f"settling time, every flow and the queue, {flows}:1, {preset}",
+                      settled[0].time, settled[1].time, 0.30 if whole else None, "s",
+                      why="the issue's 30 %" if whole else "packet-level flows' rates wander "
+                      "beyond the band (reported)"),
+            ]
     return CaseResult(checks, _incast_figure(runs))
+
+
+SETTLING_SMOOTHING = 2e-3  # s: longer than cx4's limit cycle (`dcqcn_fluid_packet`)
 
 
 def _incast_figure(runs: dict[str, tuple[Any, Any]]) -> Any:
