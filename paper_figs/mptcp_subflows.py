@@ -8,7 +8,8 @@ it is within a few percent. This script redraws that curve from pathflow: for ea
 k, each number of subflows n (ndiffports, each subflow hashed on its own) and each coupling
 (LIA, OLIA, BALIA, uncoupled), the fraction of optimal is the aggregate steady throughput over
 the hosts' total link rate, from the fluid model and the packet-level reference on the same
-scenario (same hash seed, same paths).
+scenario (same hash seed, same paths). The validation case `mptcp_subflows`
+(validation/cases/subflows.py) claims a subset of these points.
 
     python paper_figs/mptcp_subflows.py [--out paper_figs/mptcp_subflows.png]
         [--ks 4,8] [--subflows 1,2,4,8] [--engines fluid,packet] [--duration 300ms]
@@ -26,43 +27,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from matplotlib.figure import Figure
+from pathflow.validation.cases.subflows import CCS, fraction_of_optimal, subflows_figure
 
 DEFAULT_OUT = Path(__file__).resolve().with_name("mptcp_subflows.png")
-CCS = ("lia", "olia", "balia", "uncoupled")
-STYLE = {"fluid": "-o", "packet": "--s"}
 
 
-def scenario_dict(k: int, subflows: int, cc: str, duration: str, rate: str) -> dict:
-    """A k-ary fat-tree permutation of long-lived MPTCP connections (drop-tail, 100 packets)."""
-    return {
-        "name": f"mptcp-k{k}-n{subflows}-{cc}",
-        "topology": {"kind": "fattree", "k": k, "link_rate": rate, "delay": "5us",
-                     "buffer": "100pkt"},
-        "aqm": {"kind": "droptail"},
-        "traffic": {"pattern": "permutation"},
-        "transport": {"cc": cc, "subflows": subflows},
-        "routing": {"mode": "ecmp"},
-        "run": {"duration": duration, "seed": 1},
-    }
-
-
-def fraction_of_optimal(point: tuple[str, int, int, str, str, str]) -> float:
-    """Aggregate steady throughput over the hosts' total link rate, for one engine and point."""
-    engine, k, subflows, cc, duration, rate = point
-    from pathflow.metrics import summarize
-    from pathflow.scenario import Scenario
-
-    scenario = Scenario.from_dict(scenario_dict(k, subflows, cc, duration, rate))
-    if engine == "fluid":
-        from pathflow.simulate import simulate
-
-        ds = simulate(scenario)
-    else:
-        from pathflow.validation.packet import simulate_packets
-
-        ds = simulate_packets(scenario)
-    return summarize(ds).aggregate_throughput / (ds.sizes["flow"] * scenario.si.topology.link_rate)
+def _fraction(point: tuple[str, int, int, str, str, str]) -> float:
+    return fraction_of_optimal(*point)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,36 +54,20 @@ def main(argv: list[str] | None = None) -> int:
               for k in ks for n in counts for cc in ccs for e in engines]
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        fractions = dict(zip(points, pool.map(fraction_of_optimal, points), strict=True))
+        fractions = {point[:4]: value
+                     for point, value in zip(points, pool.map(_fraction, points), strict=True)}
     print(f"{'k':>3} {'n':>3} {'cc':<10}" + "".join(f"{e:>9}" for e in engines))
     worst = 0.0
     for k in ks:
         for n in counts:
             for cc in ccs:
-                row = [fractions[(e, k, n, cc, args.duration, args.rate)] for e in engines]
+                row = [fractions[(e, k, n, cc)] for e in engines]
                 print(f"{k:>3} {n:>3} {cc:<10}" + "".join(f"{v:>9.3f}" for v in row))
                 if len(row) == 2:
                     worst = max(worst, abs(row[0] - row[1]))
     if len(engines) == 2:
         print(f"largest fluid-packet difference: {worst:.3f} of optimal")
-    fig = Figure(figsize=(5 * len(ks), 4))
-    axes = fig.subplots(1, len(ks), squeeze=False)[0]
-    for ax, k in zip(axes, ks, strict=True):
-        for i, cc in enumerate(ccs):
-            for engine in engines:
-                values = [fractions[(engine, k, n, cc, args.duration, args.rate)] for n in counts]
-                ax.plot(counts, values, STYLE.get(engine, "-"), color=f"C{i}", ms=4,
-                        label=f"{cc} ({engine})")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(counts, [str(n) for n in counts])
-        ax.set_ylim(0, 1.05)
-        ax.set_xlabel("subflows per connection")
-        ax.set_ylabel("throughput, fraction of optimal")
-        ax.set_title(f"k = {k} fat-tree, permutation, {args.rate}")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7, ncol=2, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
+    subflows_figure(fractions, args.rate).savefig(args.out, dpi=120)
     print(f"wrote {args.out} in {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -13,6 +13,8 @@
 - `testbed`: seed 001's DCQCN testbed: a table calibration on DCQCN, DCQCN+static predicted.
 - `mptcp`: OLIA against LIA in scenario A of Khalili et al. 2012 (closed forms; fluid and
   packet level).
+- `subflows`: MPTCP permutation throughput against subflows on fat-trees (fluid against packet
+  level).
 - `mesh`: seed 004's Hamiltonian-path routing in a five-switch mesh (fluid against packet level;
   the thesis's gains reported).
 """
@@ -21,7 +23,7 @@ from importlib import import_module
 
 # report order
 MODULES = ("closed_forms", "dcqcn", "dcqcn_plus", "lossless", "measured", "ns3", "packet",
-           "acks", "incast", "calibration", "testbed", "mptcp", "mesh")
+           "acks", "incast", "calibration", "testbed", "mptcp", "subflows", "mesh")
 
 for _module in MODULES:
     import_module(f"{__name__}.{_module}")
