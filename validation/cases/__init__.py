@@ -11,7 +11,7 @@
   the published setup and statements.
 - `calibration`: calibration against the packet-level reference and the hardware trace.
 - `testbed`: seed 001's DCQCN testbed: a table calibration on DCQCN, DCQCN+static predicted.
-- `mptcp`: OLIA against LIA in scenario A of Khalili et al. 2012 (closed forms; fluid and
+- `mptcp`: OLIA against LIA in scenario C of Khalili et al. 2012 (closed forms; fluid and
   packet level).
 - `subflows`: MPTCP permutation throughput against subflows on fat-trees (fluid against packet
   level).
