@@ -2,8 +2,10 @@
 
 Compiling a fluid run's program takes 1 to 3 s on a CPU, often longer than the run itself; the
 cache keeps each compiled program on disk, so the next run of the same shapes (another seed, a
-parameter changed, the same scenario tomorrow) skips it. The command line enables it for every
-command; notebooks and scripts call `enable()` once, before their first simulation.
+parameter changed, the same scenario tomorrow) skips it, and the solver's traced programs are
+kept beside it (`solvers/traced.py`), so that such a run skips tracing and lowering too. The
+command line enables it for every command; notebooks and scripts call `enable()` once, before
+their first simulation.
 """
 
 from __future__ import annotations

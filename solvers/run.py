@@ -1,6 +1,7 @@
 """Running the integrator: in segments (for progress and early stopping), alone or together.
 
-`solve` is what the rest of pathflow calls. It compiles one program per (physics, grid, shapes) and
+`solve` is what the rest of pathflow calls. It compiles one program per (physics, grid, shapes)
+(traced once per machine where the persistent compilation cache is on, `solvers.traced`) and
 advances the scan a segment of records at a time, so a progress callback can report and a long run
 can be interrupted without losing the records already computed, and so that the step can follow
 the dynamics between segments (`solvers.stepping`). `solve_together` runs a batch as one merged
@@ -26,6 +27,7 @@ from pathflow.solvers.problem import (
     split_subflows,
 )
 from pathflow.solvers.stepping import Stepping, limiting_rtt, refiled
+from pathflow.solvers.traced import cached
 
 __all__ = ["solve", "solve_together"]
 
@@ -62,8 +64,10 @@ def _compiled(physics: Physics, grid: Grid, records: int) -> tuple[Callable, Cal
     def advance(problem: Problem, carry, steps, active):  # type: ignore[no-untyped-def]
         return run_records(physics, problem, grid, carry, records, steps, active)
 
-    # the carry is updated in place
-    return jax.jit(start), jax.jit(advance, donate_argnums=1, compiler_options=_loop_options())
+    # the carry is updated in place; both programs are traced once per machine (`traced`)
+    static = (physics, grid, records)
+    return (cached("start", static, start),
+            cached("advance", static, advance, donate=1, options=_loop_options()))
 
 
 def solve(physics: Physics, problem: Problem, grid: Grid, *, progress: Progress | None = None,

@@ -1,0 +1,72 @@
+"""Traced programs kept on disk (solvers/traced.py): a later process loads the program instead of
+tracing it, with results bit for bit those of a traced run; a stored program that cannot be
+read, or whose source changed, is traced anew."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Each step in a fresh process (the compilation cache and JAX's configuration are global):
+# run a short DCTCP star with the cache in `folder` ("-": none), counting the programs traced
+# for export; `mode` "edited" pretends the solver's source changed.
+_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from pathflow import compilation_cache, simulate
+    from pathflow.scenario import load_scenario
+    from pathflow.solvers import traced
+
+    folder, mode, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    if folder != "-":
+        compilation_cache.enable(folder)
+    traced_anew = []
+    export = traced._export
+    def watched(*args):
+        traced_anew.append(1)
+        return export(*args)
+    traced._export = watched
+    if mode == "edited":
+        traced._source_digest = lambda: "the solver's source after an edit"
+    scenario = load_scenario(sys.argv[4]).with_updates({"run.duration": "20ms"})
+    ds = simulate(scenario)
+    np.save(out, ds.queue.values)
+    print(json.dumps({"traced": len(traced_anew)}))
+""")
+
+
+def _run(folder: str, mode: str, out: Path) -> tuple[int, np.ndarray]:
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, folder, mode, str(out),
+                           str(ROOT / "examples" / "dctcp_star.toml")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])["traced"], np.load(out)
+
+
+def test_a_later_process_loads_the_traced_program(tmp_path: Path) -> None:
+    cache = str(tmp_path / "cache")
+    traced, reference = _run("-", "allow", tmp_path / "plain.npy")
+    assert traced == 0  # no cache: plain jit, nothing exported
+    traced, first = _run(cache, "allow", tmp_path / "first.npy")
+    assert traced == 2  # the initial carry and the step loop, exported once each
+    stored = sorted((tmp_path / "cache" / "traced").glob("*.bin"))
+    assert len(stored) == 2
+    traced, second = _run(cache, "again", tmp_path / "second.npy")
+    assert traced == 0  # loaded, not traced
+    assert np.array_equal(first, reference) and np.array_equal(second, reference)
+
+    for path in stored:  # unreadable: traced anew, same result
+        path.write_bytes(b"not a program")
+    traced, third = _run(cache, "allow", tmp_path / "third.npy")
+    assert traced == 2 and np.array_equal(third, reference)
+
+    traced, fourth = _run(cache, "edited", tmp_path / "fourth.npy")  # new source: new keys
+    assert traced == 2 and np.array_equal(fourth, reference)
+    assert len(list((tmp_path / "cache" / "traced").glob("*.bin"))) == 4
