@@ -57,7 +57,8 @@ def _source_digest() -> str:
 
 def _signature(leaves: list[Any]) -> tuple[tuple[Any, str, bool], ...]:
     """Each argument's shape, dtype and weak typing: what a traced program is specific to."""
-    return tuple((np.shape(leaf), str(getattr(leaf, "dtype", None) or np.asarray(leaf).dtype),
+    return tuple((np.shape(leaf), str(leaf.dtype if hasattr(leaf, "dtype") else
+                                      np.result_type(leaf)),
                   bool(getattr(leaf, "weak_type", False))) for leaf in leaves)
 
 
