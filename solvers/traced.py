@@ -78,9 +78,7 @@ def _export(function: Callable, tree: Any, leaves: list[Any]) -> tuple[Any, Any]
         found.append(out_tree)
         return outputs
 
-    exported = jax.export.export(jax.jit(flat))(*leaves)
-    # called as stored: a freshly exported program's calls were ten times slower (measured)
-    return jax.export.deserialize(exported.serialize()), found[0]
+    return jax.export.export(jax.jit(flat))(*leaves), found[0]
 
 
 def _store(path: Path, exported: Any, out_tree: Any) -> None:
