@@ -248,5 +248,11 @@ def hamiltonian_mesh() -> CaseResult:
         "TCP already carries, where other paths would allow +38 %). Where it "
         "measured more, its TCP baseline left capacity idle (Mininet's TCP at 10 Mb/s "
         "bottlenecks behind 1 Gb/s host links), or its hosts sat elsewhere: the thesis's text "
-        "fits many placements, which bound the gains differently.")
+        "fits many placements, which bound the gains differently (48 without a session "
+        "inside one switch; on 3 of them the thesis's VS gains are within what some routing "
+        "allows at every load, against TCP as max-min fair shortest-path flows). MPTCP on "
+        "the shortest path shares TCP's paths, which both engines' TCP fills, and BALIA takes "
+        "no more than a TCP there, so it cannot gain in either engine on any placement: the "
+        "thesis's +16 to +20 % for it imply a TCP baseline that left its own paths partly "
+        "idle.")
     return CaseResult(checks, mesh_figure(results), notes)
