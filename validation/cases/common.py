@@ -11,11 +11,14 @@ from matplotlib.figure import Figure
 from pathflow import Scenario
 from pathflow.compile import compile_scenario
 
-__all__ = ["PACKET", "STAR_LINK", "compared_port", "queue_figure", "share_error", "shipped",
-           "steady_window"]
+__all__ = ["PACKET", "SETTLING_SMOOTHING", "STAR_LINK", "compared_port", "queue_figure",
+           "share_error", "shipped", "steady_window"]
 
 PACKET = 1500.0  # bytes: the packet size of every case's scenarios
 STAR_LINK = "s0->r0"  # the bottleneck of the star scenarios
+# s: DCQCN's settling times are read over this smoothing, longer than cx4's limit cycle
+# (`dcqcn.dcqcn_fluid_packet`), so that a steady cycle counts as settled
+SETTLING_SMOOTHING = 2e-3
 
 
 def shipped(name: str, **updates: object) -> Scenario:

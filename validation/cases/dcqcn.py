@@ -18,7 +18,7 @@ import pathflow
 from pathflow import Scenario
 from pathflow.compile import compile_scenario
 from pathflow.metrics import convergence_time
-from pathflow.validation.cases.common import queue_figure, steady_window
+from pathflow.validation.cases.common import SETTLING_SMOOTHING, queue_figure, steady_window
 from pathflow.validation.registry import CaseResult, Check, case
 
 PACKET = 1000.0  # bytes: the CoNEXT 2016 fluid code's unit
@@ -215,8 +215,6 @@ def dcqcn_fluid_packet() -> CaseResult:
             ]
     return CaseResult(checks, _incast_figure(runs))
 
-
-SETTLING_SMOOTHING = 2e-3  # s: longer than cx4's limit cycle (`dcqcn_fluid_packet`)
 
 
 def _incast_figure(runs: dict[str, tuple[Any, Any]]) -> Any:

@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 
 import pathflow
 from pathflow import Scenario
-from pathflow.validation.cases.common import queue_figure, steady_window
+from pathflow.metrics import convergence_time
+from pathflow.validation.cases.common import SETTLING_SMOOTHING, queue_figure, steady_window
 from pathflow.validation.registry import CaseResult, Check, case
 
 PACKET = 1000.0  # bytes
@@ -56,10 +57,13 @@ def dcqcn_plus_fluid_packet() -> CaseResult:
     of the time (throughput and queue reported). 4:1 started at line rate: the trap at
     min_rate that the model predicts (docs/dcqcn_plus.md): the queue passes Kmax, the cuts take
     every flow to 1 Mb/s, where the timer is 25 ms; 50 ms after the start every flow's rate is
-    still within twice min_rate, in both engines (claimed). 64:1 with flows started over 100 ms
-    (the thesis's ns-3 set-up): throughput and queue reported. DCQCN+static, the testbed's
-    approximation, on 80:1 (the testbed's smallest incast): throughput within 3 % and mean queue
-    within 20 %, the tolerances of DCQCN's own comparison (claimed)."""
+    still within twice min_rate, in both engines (claimed). 8:1 with flows started over 100 ms
+    (the thesis's ns-3 set-up; 300 ms): the mean queue within 20 % and the settling time of
+    every flow and the queue within 30 % (smoothed over 2 ms), DCQCN's tolerances (claimed;
+    measured 0.5 % and 18 %); throughput reported (the mean field keeps the link fuller: 7.9
+    against 7.3 Gb/s). 64:1 started the same way: throughput and queue reported. DCQCN+static,
+    the testbed's approximation, on 80:1 (the testbed's smallest incast): throughput within 3 %
+    and mean queue within 20 %, the tolerances of DCQCN's own comparison (claimed)."""
     checks, series = [], {}
     fluid, packet = _both(testbed_incast(2))
     for name, ds in (("fluid", fluid), ("packet", packet)):
@@ -79,6 +83,17 @@ def dcqcn_plus_fluid_packet() -> CaseResult:
         fastest = float(steady_window(ds, 0.05).current_rate.max())
         checks.append(Check.band(f"4:1 fastest rate after 50 ms / min_rate, {name}",
                                  fastest / MIN_RATE, 1.0, 2.0, why="the trap at min_rate"))
+    fluid, packet = _both(testbed_incast(8, "300ms", start_jitter="100ms"))
+    for quantity, variable, unit, tolerance in (("throughput", "link_departure", "bytes/s", None),
+                                                ("mean queue", "queue", "bytes", 0.20)):
+        values = [float(steady_window(ds, 0.15)[variable].mean()) for ds in (packet, fluid)]
+        checks.append(Check(f"8:1 started over 100 ms, {quantity}", values[0], values[1],
+                            tolerance, unit, why="mean field: the link stays full (reported)"
+                            if tolerance is None else "as DCQCN's 8:1 (dcqcn_fluid_packet)"))
+    settled = [convergence_time(ds, smoothing=SETTLING_SMOOTHING, link="s0->r0").time
+               for ds in (packet, fluid)]
+    checks.append(Check("8:1 started over 100 ms, settling time (every flow and the queue)",
+                        *settled, 0.30, "s", why="as DCQCN's 8:1 (dcqcn_fluid_packet)"))
     fluid, packet = _both(testbed_incast(64, "200ms", start_jitter="100ms"))
     for quantity, variable, unit in (("throughput", "link_departure", "bytes/s"),
                                      ("mean queue", "queue", "bytes")):
