@@ -97,8 +97,7 @@ def solve(physics: Physics, problem: Problem, grid: Grid, *, progress: Progress 
             count = 1 if done < per_segment else per_segment
             active = np.int32(count)
         carry, piece = advance(problem, carry, steps, active)
-        # a copy of the records run: a view would keep the whole segment's arrays alive
-        pieces.append(jax.tree.map(lambda a, n=count: np.array(np.asarray(a)[:n]), piece))
+        pieces.append(jax.tree.map(lambda a, n=count: _records_run(a, n), piece))
         done += count
         if progress is not None:
             progress(min(done, grid.records), grid.records)
@@ -111,6 +110,13 @@ def solve(physics: Physics, problem: Problem, grid: Grid, *, progress: Progress 
                 steps_per_record = chosen
     joined = jax.tree.map(lambda *parts: np.concatenate(parts), *pieces)
     return jax.tree.map(lambda a: a[: grid.records], joined)
+
+
+def _records_run(array: jax.Array, count: int) -> np.ndarray:
+    """A segment's first `count` records on the host: a copy where that is part of the segment
+    (a view would keep the whole segment's array alive), the array itself where it is all."""
+    host = np.asarray(array)
+    return host if count >= host.shape[0] else host[:count].copy()
 
 
 def _step_limit(problem: Problem) -> Callable[[Trajectory, float, float], float]:
