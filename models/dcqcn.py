@@ -15,8 +15,14 @@ fraction, R_C* the rate whose acknowledgements arrive now):
     d = p / ((1-p)^(-T R_C*) - 1)     timer expiries per packet (T: rate-increase timer)
     c = (1-p)^(F B) b,  e = (1-p)^(F T R_C*) d   the expiries past F fast-recovery stages
 
+    w = (F+1) max(T/s, B/n)               the wait for F + 1 expiries of both counters, in
+                                          units of s, the mean time since the last cut (n:
+                                          the packets sent in it)
+    h = exp(-2 w) (1 + 2 w)               the share of expiries past it (an Erlang-2 age)
+
     dalpha/dt = g/tau' ((1 - (1-p)^(tau' R_C*)) - alpha)
-    dR_T/dt   = -(R_T - R_C)/tau a + R_AI R_C* (c + e)
+    ds/dt     = 1 - s a/tau,   dn/dt = R_C - n a/tau
+    dR_T/dt   = -(R_T - R_C)/tau a + R_AI R_C* (c + e) + (R_HAI - R_AI) R_C* h (b + d)
     dR_C/dt   = -R_C alpha/(2 tau) a + (R_T - R_C)/2 R_C* (b + d)
 
 The receiver's NIC sends at most `cnp_capacity` CNPs per microsecond for all the flows it
@@ -27,37 +33,42 @@ the model reads as a marking probability p scaled by capacity / demand.
 
 A CNP cuts R_C by alpha/2 and remembers it in R_T; each byte-counter or timer expiry moves R_C
 halfway to R_T (fast recovery) and, past F expiries without a CNP, raises R_T by R_AI (additive
-increase). The products R_C* b and R_C* d are evaluated in a form that stays finite in every limit
-(p -> 0: R_C* b -> R_C*/B, R_C* d -> 1/T; R_C* -> 0; p -> 1), so values and gradients are finite.
+increase); once both counters are past F an expiry raises R_T by R_HAI instead (hyper
+increase: ConnectX's rule, `rpg_hai_rate`; the published fluid model has none, and the
+conext2016 preset sets R_HAI = R_AI, which leaves it out). The products R_C* b and R_C* d are
+evaluated in a form that stays finite in every limit (p -> 0: R_C* b -> R_C*/B, R_C* d -> 1/T;
+R_C* -> 0; p -> 1), so values and gradients are finite.
 R_C and R_T start at the line rate (a new queue pair sends at line rate), alpha at 1 (ConnectX
 `initial_alpha_value` = 1023/1024), and both rates stay within [min_rate, line_rate].
 
 Fixed point (validation/cases/dcqcn.py solves it): N flows on a link of C packets/s settle at
-R_C = C/N; with R_T - R_C = tau R_AI R_C (c + e)/a from dR_T/dt = 0, dR_C/dt = 0 leaves one
-equation in p, alpha(p) a(p)^2 = tau^2 R_AI R_C (c + e)(b + d) with alpha(p) = 1 - (1-p)^(tau' R_C),
-and the queue follows from the marking curve. The paper's approximation for small p is
-p* ~ cbrt(R_AI N^2 / (tau' C^2) (1/B + N/(T C))^2).
+R_C = C/N; with I = R_AI (c + e) + (R_HAI - R_AI) h (b + d) and R_T - R_C = tau I R_C / a from
+dR_T/dt = 0, dR_C/dt = 0 leaves one equation in p, alpha(p) a(p)^2 = tau^2 I R_C (b + d) with
+alpha(p) = 1 - (1-p)^(tau' R_C), and the queue follows from the marking curve. The paper's
+approximation for small p (no hyper increase) is p* ~ cbrt(R_AI N^2 / (tau' C^2) (1/B + N/(T C))^2).
 
 Parameters
 ----------
 Presets (`[transport] preset`, every value overridable):
 
 - ``conext2016`` (default): the published fluid defaults (the CoNEXT 2016 authors' fluid code):
-  tau = 50 us, tau' = 55 us, g = 1/256, F = 5, B = 10 MB, T = 55 us, R_AI = 40 Mb/s; the
-  receiver's CNP interval 50 us (DCQCN's notification point).
+  tau = 50 us, tau' = 55 us, g = 1/256, F = 5, B = 10 MB, T = 55 us, R_AI = 40 Mb/s, and
+  R_HAI = R_AI (their model has no hyper increase); the receiver's CNP interval 50 us (DCQCN's
+  notification point).
 - ``cx4``: the ConnectX-4 values written by the seed 001 testbed scripts
   (validation/data/dcqcn_testbed/README.md): rate_reduce_monitor_period tau = 4 us (the NIC cuts at
   most once per period), min_time_between_cnps = 0 (a CNP per marked packet), rpg_time_reset
-  T = 300 us, rpg_byte_reset B = 32767 B, rpg_threshold F = 5, rpg_ai_rate R_AI = 5 Mb/s. The alpha
-  update
-  (dce_tcp_g = 4 and dce_tcp_rtt, "meaning unresolved" in the testbed notes) keeps DCQCN's
-  published g = 1/256 and tau' = 55 us, to be calibrated against the testbed. Read with NVIDIA's
+  T = 300 us, rpg_byte_reset B = 32767 B, rpg_threshold F = 5, rpg_ai_rate R_AI = 5 Mb/s,
+  rpg_hai_rate R_HAI = 50 Mb/s. The alpha update (dce_tcp_g = 4 and dce_tcp_rtt, "meaning
+  unresolved" in the testbed notes) keeps DCQCN's published g = 1/256 and tau' = 55 us, to be
+  calibrated against the testbed. Read with NVIDIA's
   formula (alpha <- (G/1024) alpha + (1 - G/1024) per 1 us period), G = 4 makes alpha forget a
   CNP within a microsecond, so the cuts vanish and neither engine converges on an 8:1 incast:
   not what the testbed measured at small N.
 - ``hpcc``: DCQCN as the HPCC paper (Li et al. SIGCOMM 2019) configures it, scaled to the link
   rate C (`topology.link_rate`): timers tau' = 1 us, tau = 4 us, T = 300 us,
-  R_AI = 5 Mb/s x C/25G; g, F and B as conext2016, a CNP per marked packet as ConnectX's.
+  R_AI = 5 Mb/s x C/25G, R_HAI = 50 Mb/s x C/25G; g, F and B as conext2016, a CNP per marked
+  packet as ConnectX's.
 
 The receiver's `min_time_between_cnps` matters at packet level only: the fluid model's CNPs are
 its rate cuts, at most one per tau, which holds while min_time_between_cnps <= tau.
@@ -69,8 +80,20 @@ testbed, about 1 per microsecond).
 Scope and limitations
 ---------------------
 Mean field: a flow's rate is the expectation over CNP arrivals, so flows with equal parameters
-and paths stay identical (real flows desynchronise). No hyper increase (DCQCN raises R_T by R_HAI
-once both counters pass F; the published fluid model leaves it out, as does this one). Losses
+and paths stay identical (real flows desynchronise). The additive increase keeps the published
+model's geometric counts c and e, which hold at rest: after the marks stop they count every
+expiry as past F at once, where a NIC first spends F expiries in fast recovery. Hyper increase
+cannot be read that way: at p = 0 the counts would put every expiry past F + 1 stages of the
+byte counter too, which a NIC at a few Mb/s reaches only after (F + 1) x 32 KB, tens of
+milliseconds. So h follows s, the mean time since the last cut, and n, the packets sent in it
+(both renewals: they relax to the mean gap between cuts tau/a and the packets in it, and grow
+by 1 s per s and R_C once the cuts stop). The age's spread is not in the mean field: Erlang-2
+(coefficient of variation 0.71) is what the packet level measured on cx4's 8:1 incast, where
+hyper increase matters (the gaps between a flow's cuts after warm-up: mean 6.4 ms, coefficient
+of variation 0.73, 2026-11-25); the exponential (Poisson cuts) made the fluid link 5 % busier
+than the packet level's there, a fixed threshold 11 % idler. The mean field's cuts are rarer
+than the packet level's where its marking runs in bursts (dcqcn+static at 80:1: a cut every
+3.0 ms per flow against 0.5 ms), and there hyper increase fires where a NIC's never does. Losses
 are ignored: a DCQCN network is lossless, so run it with `[aqm] pfc = true` (`models.pfc`) or
 buffers in which nothing drops. The
 feedback delay is the solver's round trip, base plus queueing, where the paper's analysis holds
@@ -88,8 +111,11 @@ queue of N = 10 oscillates with sustained amplitude, N = 2 settles (to within +-
 close to its own critical delay here), N = 64 settles at the paper's fixed point only with the
 marking line extended past Kmax; `dcqcn_fluid_packet`, 8:1 and 64:1 incasts at 10 Gb/s against
 the packet level (conext2016 and cx4: claimed at 8:1, the 64:1 queues reported).
-tests/test_dcqcn.py: presets, errors, units of the results, alpha's decay in both engines, and
-a receiver short of CNP capacity losing control of the queue in both engines.
+tests/test_dcqcn.py: presets, errors, units of the results, alpha's decay in both engines, a
+receiver short of CNP capacity losing control of the queue in both engines, and hyper increase:
+the recovery after a deep cut against the packet level, held back until the byte counter has
+passed F + 1 expiries. The rest state with hyper increase (`pathflow.analysis.equilibrium`)
+against the simulation: tests/test_equilibrium_dcqcn_plus.py (dcqcn+static on cx4's NIC).
 
 References
 ----------
@@ -115,6 +141,9 @@ __all__ = ["SURE", "TINY", "Dcqcn", "DcqcnParams", "dcqcn_parameters", "log_keep
            "per_packet"]
 
 TINY = 1e-30
+# the state every DCQCN-family model keeps; the rest of a model's state (DCQCN's time and data
+# since the last cut, DCQCN+'s stage) counts up from 0 and stays >= 0
+_RATES_AND_ALPHA = ("current_rate", "target_rate", "alpha")
 SURE = 1.0 - 1e-12  # p is kept below 1 so that log(1 - p) stays finite
 LOG_UNSURE = math.log1p(-SURE)  # log(1 - SURE), about -27.6
 
@@ -140,23 +169,26 @@ class DcqcnParams(NamedTuple):
     byte_counter: Array  # packets, B
     timer: Array  # s, T
     rai: Array  # packets/s, R_AI
+    rhai: Array  # packets/s, R_HAI
 
 
 def _conext2016(link_rate: float) -> dict[str, Any]:
     return {"cnp_interval": "50us", "min_time_between_cnps": "50us", "alpha_interval": "55us",
-            "g": 1 / 256, "stages": 5, "byte_counter": "10MB", "timer": "55us", "rai": "40Mbps"}
+            "g": 1 / 256, "stages": 5, "byte_counter": "10MB", "timer": "55us", "rai": "40Mbps",
+            "rhai": "40Mbps"}
 
 
 def _cx4(link_rate: float) -> dict[str, Any]:
     return {"cnp_interval": "4us", "min_time_between_cnps": "0us", "alpha_interval": "55us",
             "g": 1 / 256, "stages": 5, "byte_counter": "32767B", "timer": "300us",
-            "rai": "5Mbps"}
+            "rai": "5Mbps", "rhai": "50Mbps"}
 
 
 def _hpcc(link_rate: float) -> dict[str, Any]:
     scale = link_rate * 8 / 25e9
     return {**_conext2016(link_rate), "cnp_interval": "4us", "min_time_between_cnps": "0us",
-            "alpha_interval": "1us", "timer": "300us", "rai": f"{5e6 * scale!r}bps"}
+            "alpha_interval": "1us", "timer": "300us", "rai": f"{5e6 * scale!r}bps",
+            "rhai": f"{50e6 * scale!r}bps"}
 
 
 def per_packet(count: Array, p: Array, log_keep: Array) -> Array:
@@ -167,6 +199,25 @@ def per_packet(count: Array, p: Array, log_keep: Array) -> Array:
     direct = count * p / jnp.where(exponent > 1e-9, jnp.expm1(exponent), 1.0)
     limit = jnp.where(p > 0, p / jnp.maximum(-log_keep, TINY), 1.0)
     return jnp.where(exponent > 1e-9, direct, limit)
+
+
+def _hyper_share(since_cut: Array, sent: Array, params: DcqcnParams) -> Array:
+    """h: the share of expiries past F + 1 stages of both counters, (F + 1) T seconds and
+    (F + 1) B packets after the last cut. The time since the cut is Erlang-2 of mean
+    `since_cut` (`sent` packets sent in it): P(age > w) = exp(-2 w/s) (1 + 2 w/s)."""
+    wait = (params.stages + 1) * jnp.maximum(params.timer / jnp.maximum(since_cut, TINY),
+                                             params.byte_counter / jnp.maximum(sent, TINY))
+    return jnp.exp(-2.0 * wait) * (1.0 + 2.0 * wait)
+
+
+def _target_increase(bytes_b: Array, timer_d: Array, seen: Array, log_keep: Array,
+                     hyper: Array, params: DcqcnParams) -> Array:
+    """dR_T/dt's increase: R_AI per expiry of a counter past F stages, R_HAI in its place on
+    the share `hyper` of expiries. `bytes_b`, `timer_d`: the expiry rates R_C* b and R_C* d."""
+    past_bytes = jnp.exp(params.stages * params.byte_counter * log_keep)  # c / b
+    past_timer = jnp.exp(params.stages * params.timer * seen * log_keep)  # e / d
+    return (params.rai * (past_bytes * bytes_b + past_timer * timer_d)
+            + (params.rhai - params.rai) * hyper * (bytes_b + timer_d))
 
 
 def _cnp_share(signals: Signals, seen: Array, params: DcqcnParams) -> Array:
@@ -207,11 +258,14 @@ class Dcqcn(CongestionModel):
         Parameter("timer", "s", None, "T: rate-increase timer", low=0.0, inclusive=False),
         Parameter("rai", "packets/s", None, "R_AI: additive increase of the target rate",
                   low=0.0, inclusive=False),
+        Parameter("rhai", "packets/s", None, "R_HAI: hyper increase of the target rate, once "
+                  "both counters are past F", low=0.0, inclusive=False),
     )
     Params: ClassVar[type] = DcqcnParams
     presets: ClassVar[Presets] = {"conext2016": _conext2016, "cx4": _cx4, "hpcc": _hpcc}
     state_units: ClassVar[dict[str, str]] = {"current_rate": "packets/s",
-                                             "target_rate": "packets/s", "alpha": "1"}
+                                             "target_rate": "packets/s", "alpha": "1",
+                                             "since_cut": "s", "sent_since_cut": "packets"}
 
     @classmethod
     def check(cls, values: dict[str, float | str]) -> None:
@@ -227,7 +281,10 @@ class Dcqcn(CongestionModel):
 
     def initial_state(self, params: DcqcnParams) -> State:
         line = params.line_rate
-        return {"current_rate": line, "target_rate": line, "alpha": jnp.ones_like(line)}
+        counters = {key: jnp.zeros_like(line) for key in self.state_units
+                    if key not in _RATES_AND_ALPHA}
+        return {"current_rate": line, "target_rate": line, "alpha": jnp.ones_like(line),
+                **counters}
 
     def rate(self, state: State, rtt: Array, params: DcqcnParams) -> Array:
         return state["current_rate"]
@@ -242,12 +299,14 @@ class Dcqcn(CongestionModel):
         marked = -jnp.expm1(params.alpha_interval * seen * log_keep)
         bytes_b = seen / byte_counter * per_packet(byte_counter, p, log_keep)  # R_C* b
         timer_d = per_packet(timer * seen, p, log_keep) / timer  # R_C* d
-        past_bytes = jnp.exp(params.stages * byte_counter * log_keep)  # c / b
-        past_timer = jnp.exp(params.stages * timer * seen * log_keep)  # e / d
+        since_cut, sent = state["since_cut"], state["sent_since_cut"]
+        hyper = _hyper_share(since_cut, sent, params)
         return {
             "alpha": params.g / params.alpha_interval * (marked - alpha),
+            "since_cut": 1.0 - since_cut * cut / tau,
+            "sent_since_cut": current - sent * cut / tau,
             "target_rate": (-(target - current) / tau * cut
-                            + params.rai * (past_bytes * bytes_b + past_timer * timer_d)),
+                            + _target_increase(bytes_b, timer_d, seen, log_keep, hyper, params)),
             "current_rate": (-current * alpha / (2 * tau) * cut
                              + (target - current) / 2 * (bytes_b + timer_d)),
         }
@@ -256,9 +315,11 @@ class Dcqcn(CongestionModel):
         def bounded(rate: Array) -> Array:
             return jnp.clip(rate, params.min_rate, params.line_rate)
 
+        counters = {key: jnp.maximum(value, 0.0) for key, value in state.items()
+                    if key not in _RATES_AND_ALPHA}
         return {"current_rate": bounded(state["current_rate"]),
                 "target_rate": bounded(state["target_rate"]),
-                "alpha": jnp.clip(state["alpha"], 0.0, 1.0)}
+                "alpha": jnp.clip(state["alpha"], 0.0, 1.0), **counters}
 
 
 def dcqcn_parameters(*names: str, **defaults: Any) -> tuple[Parameter, ...]:

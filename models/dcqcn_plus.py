@@ -191,10 +191,9 @@ class DcqcnPlus(Dcqcn):
                  1 / shortest_timer]
         return float(max(np.max(rate) for rate in rates))
 
-    state_units: ClassVar[dict[str, str]] = {**Dcqcn.state_units, "stage": "1"}
-
-    def initial_state(self, params: DcqcnPlusParams) -> State:
-        return {**super().initial_state(params), "stage": jnp.zeros_like(params.line_rate)}
+    state_units: ClassVar[dict[str, str]] = {"current_rate": "packets/s",
+                                             "target_rate": "packets/s", "alpha": "1",
+                                             "stage": "1"}
 
     def derivative(self, state: State, signals: Signals, params: DcqcnPlusParams) -> State:
         seen = signals.acked_rate  # R_C*
@@ -210,6 +209,3 @@ class DcqcnPlus(Dcqcn):
             "stage": expiries - cuts * stage,
         }
 
-    def project(self, state: State, signals: Signals, params: DcqcnPlusParams) -> State:
-        return {**super().project(state, signals, params),
-                "stage": jnp.maximum(state["stage"], 0.0)}

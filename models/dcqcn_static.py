@@ -20,8 +20,9 @@ Parameters
 ----------
 The other values are the cx4 preset of DCQCN (the testbed's NIC, `models.dcqcn`):
 min_time_between_cnps 0, rpg_byte_reset B = 32767 B, F = 5, g = 1/256, tau' = 55 us,
-min_rate 1 Mb/s. `timer_per_flow` (3.1 us), `ai_total` (256 Mb/s), `ai_unit` (1 Mb/s: the NIC's
-rate step) and `flownum` may be set to explore the approximation.
+min_rate 1 Mb/s, rpg_hai_rate R_HAI = 50 Mb/s (the testbed left it as it was).
+`timer_per_flow` (3.1 us), `ai_total` (256 Mb/s), `ai_unit` (1 Mb/s: the NIC's rate step) and
+`flownum` may be set to explore the approximation.
 
 Scope and limitations
 ---------------------
@@ -71,6 +72,7 @@ class DcqcnStaticParams(NamedTuple):
     timer_per_flow: Array  # s
     ai_total: Array  # packets/s
     ai_unit: Array  # packets/s
+    rhai: Array  # packets/s
 
 
 def static_timer_and_step(flownum: Array, timer_per_flow: Array, ai_total: Array,
@@ -103,6 +105,7 @@ class DcqcnStatic(Dcqcn):
                   "is rounded to whole ai_units)", low=0.0, inclusive=False),
         Parameter("ai_unit", "packets/s", "1Mbps", "the NIC's rate step (rpg_ai_rate is set in "
                   "whole Mb/s)", low=0.0, inclusive=False),
+        *dcqcn_parameters("rhai", rhai="50Mbps"),
     )
     Params: ClassVar[type] = DcqcnStaticParams
     presets: ClassVar[Presets] = {}
@@ -119,7 +122,7 @@ class DcqcnStatic(Dcqcn):
         return DcqcnParams(params.line_rate, params.min_rate, params.cnp_interval,
                            params.min_time_between_cnps, params.cnp_capacity,
                            params.alpha_interval, params.g, params.stages, params.byte_counter,
-                           timer, step)
+                           timer, step, params.rhai)
 
     def fastest_rate(self, params: Any) -> float:
         return super().fastest_rate(self.as_dcqcn(params))

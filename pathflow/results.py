@@ -24,13 +24,14 @@ from pathflow.schema import RESULT, Field, build_dataset
 from pathflow.solvers.dde import Trajectory
 from pathflow.topology import Network
 
-__all__ = ["WINDOWS", "network_coords", "path_usage", "reported_unit", "trajectory_to_dataset",
+__all__ = ["IN_PACKETS", "network_coords", "path_usage", "reported_unit", "trajectory_to_dataset",
            "write_dataset"]
 
 
 
-# window state that the models keep in packets and results report in bytes
-WINDOWS = frozenset({"cwnd", "ssthresh"})
+# state that the models keep in packets and results report in bytes: windows, and the data
+# DCQCN has sent since its last rate cut
+IN_PACKETS = frozenset({"cwnd", "ssthresh", "sent_since_cut"})
 
 
 def _version() -> str:
@@ -142,7 +143,7 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
     # windows and rates in the model's packets -> bytes; a rate-based sender has no window
     variables["cwnd"] = np.full_like(sub(t.rtt), np.nan)
     per_packet = {name for name, unit in compiled.model.state_units.items()
-                  if unit == "packets/s"} | WINDOWS
+                  if unit == "packets/s"} | IN_PACKETS
     variables.update({name: sub(values) * (mss if name in per_packet else 1.0)
                       for name, values in t.state.items()})
     owners = compiled.model.state_owners(compiled.problem.params)
@@ -192,7 +193,7 @@ def _new_state(units: dict[str, str], state: dict[str, Any]) -> dict[str, Field]
         declared = RESULT.variables.get(name)
         if declared is None:
             extra[name] = Field(("time", "subflow"), unit, f"controller state {name!r}")
-        elif name not in WINDOWS and declared.units != unit:
+        elif name not in IN_PACKETS and declared.units != unit:
             raise ValueError(f"model state {name!r} in {unit!r}, pathflow.schema declares "
                              f"{declared.units!r}")
     return extra

@@ -163,6 +163,10 @@ _VARIABLES = {
                                                   "(DCQCN's R_T)"),
     "stage": Field(_PER_SUBFLOW, "1", "rate-increase timer expiries since the last rate cut "
                                       "(DCQCN+; the fluid model's mean)"),
+    "since_cut": Field(_PER_SUBFLOW, "s", "time since the last rate cut (DCQCN; the fluid "
+                                          "model's mean, which paces its hyper increase)"),
+    "sent_since_cut": Field(_PER_SUBFLOW, "bytes", "data sent since the last rate cut (DCQCN; "
+                                                   "the fluid model's mean)"),
     "cwr": Field(_PER_SUBFLOW, "s", "time left in window reduction, when signals are ignored "
                                     "(fluid per-window reaction)"),
     "credit": Field(_PER_SUBFLOW, "packets", "congestion signals accumulated towards the next "

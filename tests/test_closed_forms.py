@@ -78,7 +78,8 @@ def test_dcqcn_is_the_equilibrium_solvers(flows: int) -> None:
     assert float(rest.queue.max()) / 1e3 == pytest.approx(form["q"], rel=1e-6)
     np.testing.assert_allclose(rest.rate / 1e3, form["R_C"], rtol=1e-6)
     rate = dcqcn_rest_rate(form["p"], values["tau"], values["tau_p"], values["F"], values["B"],
-                           values["T"], values["R_AI"], 1e6 / 8 / 1e3, DCQCN_CAPACITY)
+                           values["T"], values["R_AI"], values["R_AI"], 1e6 / 8 / 1e3,
+                           DCQCN_CAPACITY)  # conext2016: R_HAI = R_AI
     assert rate == pytest.approx(DCQCN_CAPACITY / flows, rel=1e-8)
     assert form["R_C"] < form["R_T"] and 0 < form["alpha"] < 1
 

@@ -208,14 +208,14 @@ def _static_incast(flows: int, duration: str = "100ms") -> Scenario:
 def _docstring_rest_rate(p: float, flows: int, rounded: bool = True) -> float:
     """`dcqcn_rest_rate` with the parameters models/dcqcn_static.py's docstring states, written
     out here rather than read from the model: tau = 40 us, tau' = 55 us, F = 5, B = 32767 B,
-    min_rate 1 Mb/s, the NIC's line rate; timer 3.1 x N us and additive step 256 / N Mb/s,
-    each in whole units (`rounded`) as the NIC takes them."""
+    min_rate 1 Mb/s, the NIC's line rate, hyper increase 50 Mb/s; timer 3.1 x N us and
+    additive step 256 / N Mb/s, each in whole units (`rounded`) as the NIC takes them."""
     timer_us, step_mbps = 3.1 * flows, 256 / flows
     if rounded:
         timer_us, step_mbps = round(timer_us), round(step_mbps)
     per_mbps = 1e6 / 8 / testbed.PACKET  # packets/s in 1 Mb/s
     return dcqcn_rest_rate(p, 40e-6, 55e-6, 5.0, 32767 / testbed.PACKET, timer_us * 1e-6,
-                           step_mbps * per_mbps, 1.0 * per_mbps, STATIC_LINE)
+                           step_mbps * per_mbps, 50 * per_mbps, 1.0 * per_mbps, STATIC_LINE)
 
 
 # N = 3: timer 9.3 -> 9 us, step 85.3 -> 85 Mb/s; 4: 12.4 -> 12, 64; 7: 21.7 -> 22, 36.6 -> 37

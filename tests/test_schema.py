@@ -16,7 +16,7 @@ import xarray as xr
 import pathflow
 from helpers import star
 from pathflow.models.registry import CONTROLS
-from pathflow.results import WINDOWS, reported_unit, write_dataset
+from pathflow.results import IN_PACKETS, reported_unit, write_dataset
 from pathflow.schema import (
     ENGINE_REQUIRED,
     RESULT,
@@ -77,11 +77,11 @@ def test_engine_requirements_are_declared() -> None:
 
 def test_model_state_units_agree_with_the_schema() -> None:
     # The fluid engine writes a model's state under its own name; where the schema declares the
-    # name the model must mean the same unit (windows are converted from packets to bytes,
-    # rates from packets/s to bytes/s).
+    # name the model must mean the same unit (windows and DCQCN's data sent since its last cut
+    # are converted from packets to bytes, rates from packets/s to bytes/s).
     for entry in CONTROLS.values():
         for name, unit in entry.model.state_units.items():
-            if name not in WINDOWS and name in RESULT.variables:
+            if name not in IN_PACKETS and name in RESULT.variables:
                 assert RESULT.variables[name].units == reported_unit(unit), (entry.name, name)
 
 

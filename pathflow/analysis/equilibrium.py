@@ -418,7 +418,7 @@ def _rest_rate(compiled: Compiled, step: bool) -> RestRate:
                   ) -> tuple[np.ndarray, np.ndarray]:
             rates = [dcqcn_rest_rate(float(q), *(float(np.asarray(v)[i]) for v in (
                 used.cnp_interval, used.alpha_interval, used.stages, used.byte_counter,
-                used.timer, used.rai, used.min_rate, used.line_rate)))
+                used.timer, used.rai, used.rhai, used.min_rate, used.line_rate)))
                 for i, q in enumerate(mark)]
             return np.array(rates) * packet, np.full(mark.size, np.nan)
 
@@ -468,11 +468,13 @@ def _balanced_window(mark: np.ndarray, loss: np.ndarray, cut_mark: np.ndarray,
 
 
 def dcqcn_rest_rate(p: float, tau: float, tau_alpha: float, stages: float, byte_counter: float,
-                    timer: float, rai: float, min_rate: float, line_rate: float) -> float:
+                    timer: float, rai: float, rhai: float, min_rate: float, line_rate: float
+                    ) -> float:
     """DCQCN's current rate R_C (packets/s) at rest under path signal p: the root in R_C of
-    alpha a^2 = tau^2 R_AI R_C (c + e)(b + d) (models/dcqcn.py's symbols; times in s, the byte
-    counter in packets, rates in packets/s), the line rate where nothing marks, clipped to
-    [min_rate, line_rate]."""
+    alpha a^2 = tau^2 I R_C (b + d) (models/dcqcn.py's symbols, I = R_AI (c + e) + (R_HAI -
+    R_AI) h (b + d) the target's increase per R_C, h at the mean gap between cuts tau / a and
+    the R_C tau / a packets sent in it; times in s, the byte counter in packets, rates in
+    packets/s), the line rate where nothing marks, clipped to [min_rate, line_rate]."""
     if p <= 0:
         return line_rate
     log_keep = math.log1p(-min(p, 1 - 1e-12))
@@ -482,9 +484,12 @@ def dcqcn_rest_rate(p: float, tau: float, tau_alpha: float, stages: float, byte_
         alpha = -math.expm1(tau_alpha * rate * log_keep)
         b = _per_count(byte_counter, p, log_keep)
         d = _per_count(timer * rate, p, log_keep)
-        increase = (math.exp(stages * byte_counter * log_keep) * b
-                    + math.exp(stages * timer * rate * log_keep) * d)
-        return alpha * a * a - tau**2 * rai * rate * increase * (b + d)
+        wait = (stages + 1) * max(byte_counter / rate, timer) * a / tau
+        hyper = math.exp(-2 * wait) * (1 + 2 * wait)
+        increase = (rai * (math.exp(stages * byte_counter * log_keep) * b
+                           + math.exp(stages * timer * rate * log_keep) * d)
+                    + (rhai - rai) * hyper * (b + d))
+        return alpha * a * a - tau**2 * rate * increase * (b + d)
 
     if excess(line_rate) <= 0:
         return line_rate

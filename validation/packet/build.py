@@ -169,12 +169,13 @@ def _links(scenario: Scenario, network: Network, sender_nic: np.ndarray) -> L.Li
 # DCQCN's and DCQCN+'s parameters (models/dcqcn.py, models/dcqcn_plus.py: packets, packets/s,
 # s) -> sender columns (bytes, s); each model declares a subset
 _DCQCN_COLUMNS = {"line_rate": L.SF_LINE_RATE, "min_rate": L.SF_MIN_RATE, "rai": L.SF_RAI,
+                  "rhai": L.SF_RHAI,
                   "byte_counter": L.SF_BYTE_COUNTER, "timer": L.SF_TIMER,
                   "cnp_interval": L.SF_CNP_INTERVAL, "min_time_between_cnps": L.SF_CNP_GAP,
                   "alpha_interval": L.SF_ALPHA_INTERVAL, "g": L.SF_G, "stages": L.SF_STAGES,
                   "cnp_capacity": L.SF_CNP_CAPACITY, "timer_gain": L.SF_TIMER_GAIN,
                   "rl": L.SF_RL}
-_IN_PACKETS = ("line_rate", "min_rate", "rai", "byte_counter", "rl")
+_IN_PACKETS = ("line_rate", "min_rate", "rai", "rhai", "byte_counter", "rl")
 _PER_MICROSECOND = ("cnp_capacity",)
 
 

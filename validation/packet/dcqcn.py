@@ -17,8 +17,9 @@ parameters (`models/dcqcn.py`, per sender in `SF_*` columns):
   (1 - g) alpha (ConnectX's rule; the fluid model's dalpha/dt is its mean).
 - Rate increase: an expiry of the byte counter (every `byte_counter` bytes sent) or of the timer
   (every `timer` seconds) adds one to its stage count; while both counts are below F (fast
-  recovery) R_C = (R_T + R_C)/2; otherwise R_T += R_AI first (additive increase). No hyper
-  increase, as in the fluid model.
+  recovery) R_C = (R_T + R_C)/2; otherwise R_T += R_AI first (additive increase), or R_T +=
+  R_HAI once both counts are past F (hyper increase: ConnectX's rule as Google's isekai RoCE
+  simulator models it, one R_HAI per expiry).
 - R_C and R_T stay within [min_rate, line rate]; a flow starts at line rate with alpha = 1.
 
 Differences from the fluid model, by construction: the notification point's interval restarts at
@@ -74,6 +75,7 @@ from pathflow.validation.packet.layout import (
     SF_PACE_FROM,
     SF_RAI,
     SF_RC,
+    SF_RHAI,
     SF_RL,
     SF_RT,
     SF_STAGES,
@@ -182,7 +184,9 @@ def _increase(sim, s: int, stage: int, now: float) -> None:
         elif past > 0.0:  # F < S <= 4F: additive
             step = min(f[s, SF_RC] / 10.0, f[s, SF_RL] / 100.0)
         f[s, SF_RT] = _bounded(sim, s, f[s, SF_RT] + step)
-    elif max(i[s, SI_STAGE_TIMER], i[s, SI_STAGE_BYTES]) >= f[s, SF_STAGES]:
+    elif min(i[s, SI_STAGE_TIMER], i[s, SI_STAGE_BYTES]) > f[s, SF_STAGES]:  # hyper
+        f[s, SF_RT] = _bounded(sim, s, f[s, SF_RT] + f[s, SF_RHAI])
+    elif max(i[s, SI_STAGE_TIMER], i[s, SI_STAGE_BYTES]) >= f[s, SF_STAGES]:  # additive
         f[s, SF_RT] = _bounded(sim, s, f[s, SF_RT] + f[s, SF_RAI])
     f[s, SF_RC] = _bounded(sim, s, (f[s, SF_RT] + f[s, SF_RC]) / 2.0)
     _repace(sim, s, now)

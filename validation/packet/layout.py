@@ -203,7 +203,8 @@ SF_RECOVERIES = 48  # fast recoveries (fast retransmits) so far (count)
 SF_RESENT_BYTES = 49  # cumulative wire bytes of retransmitted data (in SF_SENT_BYTES too)
 SF_RESENT_LOST = 50  # s, SACK recovery: a retransmission sent before this is lost again (sack.py)
 SF_LAST_SEND = 51  # s, when it last sent data (idle restart of the window between rounds)
-N_SF = 52
+SF_RHAI = 52  # bytes/s: DCQCN's hyper increase of the target rate
+N_SF = 53
 # senders: int
 SI_PHASE = 0  # WAITING / RUNNING / DONE
 SI_CA = 1  # CA_* state
