@@ -25,6 +25,27 @@ WARMUP = 1e-3  # s: the start's burst
 UPSTREAM = [f"edge1_{e}->agg1_{a}" for e in (0, 1) for a in (0, 1)]
 
 
+INCAST_PORT = "edge0_0->h0_0_0"  # where both scenarios' incast meets its receiver
+
+
+def _without_incast(scenario: pathflow.Scenario) -> pathflow.Scenario:
+    """The scenario without its first traffic group, the incast."""
+    return scenario.with_updates({"traffic.groups": scenario.to_dict()["traffic"]["groups"][1:]})
+
+
+def _nothing_dropped(runs: list[xr.Dataset]) -> Check:
+    return Check.band("bytes dropped (both engines)", float(sum(
+        (ds.drops * ds.attrs["sample_interval"]).sum() for ds in runs)), 0.0, 0.0, "bytes")
+
+
+def _paused_fractions(paused: dict[str, xr.DataArray], links: list[str], note: str = ""
+                      ) -> list[Check]:
+    """Each link's paused fraction, fluid against packet level, within 0.05."""
+    return [Check(f"paused fraction, {link}{note}", float(paused["packet"].sel(link=link)),
+                  float(paused["fluid"].sel(link=link)), 0.05, scale="absolute")
+            for link in links]
+
+
 def _quietly(run: Any, scenario: pathflow.Scenario) -> xr.Dataset:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # senders that ignore congestion: said in the scenario
@@ -44,7 +65,7 @@ def pfc_congestion_spreading() -> CaseResult:
     from pathflow.validation.packet import simulate_packets
 
     scenario = shipped("pfc_victim.toml")
-    alone = scenario.with_updates({"traffic.groups": scenario.to_dict()["traffic"]["groups"][1:]})
+    alone = _without_incast(scenario)
     fluid, packet = (_quietly(run, scenario) for run in (pathflow.simulate, simulate_packets))
     victim_alone = float(_quietly(pathflow.simulate, alone).flow_rate.mean())
     victims = [float(ds.flow_rate.isel(flow=-1).mean()) for ds in (packet, fluid)]
@@ -55,19 +76,12 @@ def pfc_congestion_spreading() -> CaseResult:
                    victims[1] / LINE_RATE, 0.0, 0.8, why="head-of-line blocking: well below "
                    "line rate"),
         Check("incast port busy (fluid)", 1.0,
-              float(fluid.utilization.sel(link="edge0_0->h0_0_0").mean()), 0.02),
-        Check.band("bytes dropped (both engines)",
-                   float(sum((ds.drops * ds.attrs["sample_interval"]).sum()
-                             for ds in (fluid, packet))), 0.0, 0.0, "bytes"),
+              float(fluid.utilization.sel(link=INCAST_PORT).mean()), 0.02),
+        _nothing_dropped([fluid, packet]),
     ]
     paused = {name: ds.pause.mean("time") for name, ds in (("packet", packet), ("fluid", fluid))}
-    for link in UPSTREAM:
-        checks.append(Check(f"paused fraction, {link}", float(paused["packet"].sel(link=link)),
-                            float(paused["fluid"].sel(link=link)), 0.05, scale="absolute"))
+    checks += _paused_fractions(paused, UPSTREAM)
     return CaseResult(checks, _figure(paused, {"packet": packet, "fluid": fluid}))
-
-
-INCAST_PORT = "edge0_0->h0_0_0"
 
 
 def _rates(ds: xr.Dataset, flows: list[int]) -> np.ndarray:
@@ -92,8 +106,7 @@ def pfc_permutation_incast() -> CaseResult:
     from pathflow.validation.packet import simulate_packets
 
     scenario = shipped("pfc_permutation.toml")
-    groups = scenario.to_dict()["traffic"]["groups"]
-    alone = scenario.with_updates({"traffic.groups": groups[1:]})
+    alone = _without_incast(scenario)
     runs = {name: (_quietly(run, scenario), _quietly(run, alone))
             for name, run in (("packet", simulate_packets), ("fluid", pathflow.simulate))}
     both, _ = runs["fluid"]
@@ -126,13 +139,8 @@ def pfc_permutation_incast() -> CaseResult:
                             float(packet), float(fluid), 0.15, "bytes/s"))
     paused = {name: beside.pause.mean("time") for name, (beside, _) in runs.items()}
     sources = sorted({path.split(" > ")[1] for f, path in paths.items() if f in victims})
-    for link in sources:
-        checks.append(Check(f"paused fraction, {link} (a victim's edge uplink)",
-                            float(paused["packet"].sel(link=link)),
-                            float(paused["fluid"].sel(link=link)), 0.05, scale="absolute"))
-    checks.append(Check.band("bytes dropped (both engines)", float(sum(
-        (beside.drops * beside.attrs["sample_interval"]).sum() for beside, _ in runs.values())),
-        0.0, 0.0, "bytes"))
+    checks += _paused_fractions(paused, sources, " (a victim's edge uplink)")
+    checks.append(_nothing_dropped([beside for beside, _ in runs.values()]))
     return CaseResult(checks, _figure(paused, {name: beside for name, (beside, _) in
                                                runs.items()}, victims[0]))
 
