@@ -4,6 +4,8 @@ simulation and direct integrations of the delay-free mean-field equations."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.integrate
@@ -13,6 +15,7 @@ import pathflow
 from pathflow.analysis import closed_forms
 from pathflow.analysis.equilibrium import dcqcn_rest_rate, equilibrium
 from pathflow.compile import compile_scenario
+from pathflow.models.dcqcn import DcqcnParams
 from pathflow.validation.cases.dcqcn import CAPACITY as DCQCN_CAPACITY
 from pathflow.validation.cases.dcqcn import CONEXT
 from pathflow.validation.cases.dcqcn import incast as dcqcn_incast
@@ -77,9 +80,12 @@ def test_dcqcn_is_the_equilibrium_solvers(flows: int) -> None:
     assert float(rest.probability.max()) == pytest.approx(form["p"], rel=1e-6)
     assert float(rest.queue.max()) / 1e3 == pytest.approx(form["q"], rel=1e-6)
     np.testing.assert_allclose(rest.rate / 1e3, form["R_C"], rtol=1e-6)
-    rate = dcqcn_rest_rate(form["p"], values["tau"], values["tau_p"], values["F"], values["B"],
-                           values["T"], values["R_AI"], values["R_AI"], 1e6 / 8 / 1e3,
-                           DCQCN_CAPACITY)  # conext2016: R_HAI = R_AI
+    params = DcqcnParams(
+        line_rate=DCQCN_CAPACITY, min_rate=1e6 / 8 / 1e3, cnp_interval=values["tau"],
+        min_time_between_cnps=values["tau"], cnp_capacity=math.inf,
+        alpha_interval=values["tau_p"], g=1 / 256, stages=values["F"], byte_counter=values["B"],
+        timer=values["T"], rai=values["R_AI"], rhai=values["R_AI"])  # conext2016: R_HAI = R_AI
+    rate = float(dcqcn_rest_rate(form["p"], params))
     assert rate == pytest.approx(DCQCN_CAPACITY / flows, rel=1e-8)
     assert form["R_C"] < form["R_T"] and 0 < form["alpha"] < 1
 

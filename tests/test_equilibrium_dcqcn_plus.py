@@ -23,6 +23,7 @@ from pathflow.analysis.equilibrium import dcqcn_plus_rest_rate, dcqcn_rest_rate,
 from pathflow.analysis.stability import stability
 from pathflow.compile import compile_scenario
 from pathflow.models.base import Signals
+from pathflow.models.dcqcn import DcqcnParams
 from pathflow.models.dcqcn_plus import DcqcnPlus
 from pathflow.validation.cases import dcqcn_plus as testbed
 
@@ -214,8 +215,11 @@ def _docstring_rest_rate(p: float, flows: int, rounded: bool = True) -> float:
     if rounded:
         timer_us, step_mbps = round(timer_us), round(step_mbps)
     per_mbps = 1e6 / 8 / testbed.PACKET  # packets/s in 1 Mb/s
-    return dcqcn_rest_rate(p, 40e-6, 55e-6, 5.0, 32767 / testbed.PACKET, timer_us * 1e-6,
-                           step_mbps * per_mbps, 50 * per_mbps, 1.0 * per_mbps, STATIC_LINE)
+    return float(dcqcn_rest_rate(p, DcqcnParams(
+        line_rate=STATIC_LINE, min_rate=1.0 * per_mbps, cnp_interval=40e-6,
+        min_time_between_cnps=0.0, cnp_capacity=math.inf, alpha_interval=55e-6, g=1 / 256,
+        stages=5.0, byte_counter=32767 / testbed.PACKET, timer=timer_us * 1e-6,
+        rai=step_mbps * per_mbps, rhai=50 * per_mbps)))
 
 
 # N = 3: timer 9.3 -> 9 us, step 85.3 -> 85 Mb/s; 4: 12.4 -> 12, 64; 7: 21.7 -> 22, 36.6 -> 37

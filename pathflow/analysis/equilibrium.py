@@ -15,10 +15,12 @@ round trip R = base + sum_l q_l / C_l:
   1/2; DCTCP alpha / 2 on a mark, alpha at rest being the mean marked fraction):
   1 / b = W sum_kinds c min(W p, 1). Reno below the cap: W = sqrt(2 / (b p)); DCTCP, whose
   cap holds at rest: W = 2 / (b p). Never below `min_cwnd`. The flow sends x = W / R.
-- **DCQCN** (models/dcqcn.py, Zhu et al. 2016): dR_T/dt = dR_C/dt = dalpha/dt = 0 leave one
-  equation between p and the current rate R_C, alpha a^2 = tau^2 R_AI R_C (c + e)(b + d) (the
-  model docstring's symbols), solved for R_C within [min_rate, line_rate] for the path's p; the
-  round trip does not enter.
+- **DCQCN** (models/dcqcn.py, Zhu et al. 2016): at a given R_C and p the model's own
+  derivative, affine in alpha, R_T and the counters since the last cut, gives the state where
+  all but dR_T/dt vanish; R_C rests where that drift changes sign (`dcqcn_rest_rate`: without
+  hyper increase alpha a^2 = tau^2 R_AI R_C (c + e)(b + d), the model docstring's symbols), or
+  where R_T reaches the line rate, within [min_rate, line_rate] for the path's p; the round
+  trip does not enter.
 - **dcqcn+static** (models/dcqcn_static.py: DCQCN with its timer and additive step set from
   the incast's size): DCQCN's rest rate at the DCQCN parameters the model's own conversion
   (`DcqcnStatic.as_dcqcn`) gives its derivative.
@@ -103,7 +105,6 @@ BALIA, uncoupled) and a k = 4 fat-tree with two subflows per connection (LIA, un
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -118,7 +119,7 @@ from pathflow.analysis.fairness import Network, network_of
 from pathflow.analysis.subflow_rest import MULTIPATH, CoupledWindows, fischer_burmeister
 from pathflow.compile import Compiled, compile_scenario
 from pathflow.models.base import Signals, receiver_sum
-from pathflow.models.dcqcn import TINY
+from pathflow.models.dcqcn import TINY, Dcqcn, DcqcnParams
 from pathflow.models.dcqcn_plus import DcqcnPlusParams, feedback, increase_step
 from pathflow.scenario import Scenario, ScenarioError
 
@@ -420,11 +421,7 @@ def _rest_rate(compiled: Compiled, step: bool) -> RestRate:
 
         def dcqcn(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
-            rates = [dcqcn_rest_rate(float(q), *(float(np.asarray(v)[i]) for v in (
-                used.cnp_interval, used.alpha_interval, used.stages, used.byte_counter,
-                used.timer, used.rai, used.rhai, used.min_rate, used.line_rate)))
-                for i, q in enumerate(mark)]
-            return np.array(rates) * packet, np.full(mark.size, np.nan)
+            return dcqcn_rest_rate(mark, used) * packet, np.full(mark.size, np.nan)
 
         return dcqcn
     if model.name == "dcqcn+":
@@ -471,36 +468,62 @@ def _balanced_window(mark: np.ndarray, loss: np.ndarray, cut_mark: np.ndarray,
         return window
 
 
-def dcqcn_rest_rate(p: float, tau: float, tau_alpha: float, stages: float, byte_counter: float,
-                    timer: float, rai: float, rhai: float, min_rate: float, line_rate: float
-                    ) -> float:
-    """DCQCN's current rate R_C (packets/s) at rest under path signal p: the root in R_C of
-    alpha a^2 = tau^2 I R_C (b + d) (models/dcqcn.py's symbols, I = R_AI (c + e) + (R_HAI -
-    R_AI) h (b + d) the target's increase per R_C, h at the mean gap between cuts tau / a and
-    the R_C tau / a packets sent in it; times in s, the byte counter in packets, rates in
-    packets/s), the line rate where nothing marks, clipped to [min_rate, line_rate]."""
-    if p <= 0:
-        return line_rate
-    log_keep = math.log1p(-min(p, 1 - 1e-12))
+def dcqcn_rest_rate(p: np.ndarray | float, params: DcqcnParams) -> np.ndarray:
+    """DCQCN's current rate R_C (packets/s) at rest under path signal p, per controller (p and
+    the fields of `params`, the model's, broadcast together), from the model's own derivative
+    (models/dcqcn.py).
 
-    def excess(rate: float) -> float:  # cuts minus increases: grows with the rate
-        a = -math.expm1(tau * rate * log_keep)
-        alpha = -math.expm1(tau_alpha * rate * log_keep)
-        b = _per_count(byte_counter, p, log_keep)
-        d = _per_count(timer * rate, p, log_keep)
-        wait = (stages + 1) * max(byte_counter / rate, timer) * a / tau
-        hyper = math.exp(-2 * wait) * (1 + 2 * wait)
-        increase = (rai * (math.exp(stages * byte_counter * log_keep) * b
-                           + math.exp(stages * timer * rate * log_keep) * d)
-                    + (rhai - rai) * hyper * (b + d))
-        return alpha * a * a - tau**2 * rate * increase * (b + d)
+    With p held and R_C* = R_C, four of the five derivatives are affine in the other four
+    variables: dalpha/dt in alpha, d(since_cut)/dt and d(sent_since_cut)/dt in themselves,
+    dR_C/dt in alpha and R_T. So at any R_C one Newton step solves them exactly (alpha = 1 -
+    (1-p)^(tau' R_C), the time and packets since a cut tau / a and R_C tau / a, R_T - R_C =
+    R_C alpha a / (tau R_C* (b + d)) in the model docstring's symbols), and R_C rests where
+    the target's drift there, dR_T/dt = I - (R_T - R_C) a / tau (I: its additive and hyper
+    increase), changes sign: R_C is too fast where the drift is negative, or where R_T would
+    pass the line rate, at which the model's projection holds it (then the rest is R_T =
+    line_rate with dR_C/dt = 0). Found by bisection in log R_C over [min_rate, line_rate] to
+    float64's precision: the line rate where nothing marks (p = 0) or R_C is never too
+    fast, min_rate where it is too fast even there. The round trip does not enter; the
+    NIC-wide CNP capacity is taken as unlimited (the caller refuses it set)."""
+    p = np.asarray(p, float)
+    shape = np.broadcast_shapes(p.shape, *(np.shape(v) for v in params))
+    p = np.broadcast_to(p, shape).reshape(-1)
+    flat = DcqcnParams(*(np.broadcast_to(np.asarray(v, float), shape).reshape(-1)
+                         for v in params))
+    rate = np.asarray(_dcqcn_bisection(jnp.asarray(p), jax.tree.map(jnp.asarray, flat)))
+    return np.where(p > 0, rate, flat.line_rate).reshape(shape)
 
-    if excess(line_rate) <= 0:
-        return line_rate
-    if excess(min_rate) >= 0:
-        return min_rate
-    return scipy.optimize.brentq(excess, min_rate, line_rate, xtol=1e-9 * line_rate,
-                                 rtol=1e-13)
+
+# the variables solved for at a given R_C, and the derivatives that vanish with them
+_DCQCN_HELD = ("alpha", "since_cut", "sent_since_cut", "target_rate")
+_DCQCN_ZERO = ("alpha", "since_cut", "sent_since_cut", "current_rate")
+
+
+@jax.jit
+def _dcqcn_bisection(p: jax.Array, params: DcqcnParams) -> jax.Array:
+    """`dcqcn_rest_rate`'s predicate and bisection."""
+    model, own = Dcqcn(), jnp.arange(p.size)
+
+    def too_fast(rate: jax.Array) -> jax.Array:
+        signals = Signals(jnp.ones_like(p), p, jnp.zeros_like(p), rate, jnp.ones_like(p), own,
+                          own, jnp.ones_like(p))
+        start = {**model.initial_state(params), "current_rate": rate}
+
+        def drifts(held: jax.Array) -> jax.Array:  # (4, controllers)
+            slope = model.derivative({**start, **dict(zip(_DCQCN_HELD, held, strict=True))},
+                                     signals, params)
+            return jnp.stack([slope[key] for key in _DCQCN_ZERO])
+
+        y = jnp.stack([start[key] for key in _DCQCN_HELD])
+        # each controller's 4 x 4 Jacobian: the derivatives along each variable in turn
+        jacobian = jnp.stack([jax.jvp(drifts, (y,), (jnp.zeros_like(y).at[k].set(1.0),))[1]
+                              for k in range(len(_DCQCN_HELD))], axis=-1)
+        step = jnp.linalg.solve(jnp.moveaxis(jacobian, 1, 0), -drifts(y).T[..., None])
+        held = dict(zip(_DCQCN_HELD, y + step[..., 0].T, strict=True))
+        slope = model.derivative({**start, **held}, signals, params)
+        return (slope["target_rate"] < 0) | (held["target_rate"] > params.line_rate)
+
+    return _bisection(too_fast, params.min_rate, params.line_rate)
 
 
 def dcqcn_plus_rest_rate(p: np.ndarray, sharing: np.ndarray, params: DcqcnPlusParams
@@ -548,18 +571,26 @@ def _dcqcn_plus_bisection(p: jax.Array, sharing: jax.Array, params: DcqcnPlusPar
         return ((rate * alpha * cuts**2 > expiries**2 * step)
                 | (rate * alpha * cuts > (params.line_rate - rate) * expiries))
 
+    return _bisection(too_fast, params.min_rate, params.line_rate)
+
+
+def _bisection(too_fast: Callable[[jax.Array], jax.Array], min_rate: jax.Array,
+               line_rate: jax.Array) -> jax.Array:
+    """Per controller, the rate in [min_rate, line_rate] where `too_fast` turns true: 64
+    halvings of [log min_rate, log line_rate]; min_rate where it is true there already, the
+    line rate where it never is."""
+
     def halve(_: int, bounds: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         low, high = bounds
         middle = 0.5 * (low + high)
         fast = too_fast(jnp.exp(middle))
         return jnp.where(fast, low, middle), jnp.where(fast, middle, high)
 
-    low, high = jax.lax.fori_loop(0, 64, halve, (jnp.log(params.min_rate),
-                                                 jnp.log(params.line_rate)))
-    rate = jnp.clip(jnp.exp(0.5 * (low + high)), params.min_rate, params.line_rate)
+    low, high = jax.lax.fori_loop(0, 64, halve, (jnp.log(min_rate), jnp.log(line_rate)))
+    rate = jnp.clip(jnp.exp(0.5 * (low + high)), min_rate, line_rate)
     # the bounds themselves, exactly: exp(log(x)) need not be x
-    rate = jnp.where(too_fast(params.min_rate), params.min_rate, rate)
-    return jnp.where(too_fast(params.line_rate), rate, params.line_rate)
+    rate = jnp.where(too_fast(min_rate), min_rate, rate)
+    return jnp.where(too_fast(line_rate), rate, line_rate)
 
 
 def _receiver_flows(compiled: Compiled) -> np.ndarray:
@@ -597,13 +628,6 @@ def _shadowed(problem: Any, routing: np.ndarray, capacity: np.ndarray) -> np.nda
         first = members[np.argmin(order[members, flow])]
         shadowed[members] = (members != first) & (capacity[members] >= capacity[first])
     return shadowed
-
-
-def _per_count(count: float, p: float, log_keep: float) -> float:
-    """p / ((1 - p)^-count - 1), written so that a large count underflows to 0 rather than
-    overflowing."""
-    kept = count * log_keep  # <= 0
-    return p * math.exp(kept) / -math.expm1(kept)
 
 
 def _nic_share(wanted: np.ndarray, nic: np.ndarray, count: np.ndarray, capacity: np.ndarray
