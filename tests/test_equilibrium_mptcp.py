@@ -62,18 +62,21 @@ def _two_paths(folder: Path, cc: str) -> Scenario:
         "run": {"duration": "20s"}}, base_dir=folder)
 
 
-def _settles_at(scenario: Scenario, after: float, rest: xr.Dataset) -> None:
-    """The simulated steady state after `after` s is `rest` within 2 %: per connection and per
-    subflow the rate, and the queue of every link loaded at rest (within a tenth of a packet
-    where that is more: a queue of a packet or two below RED's min, which marks nothing and
-    is set by the round trips alone)."""
+def _settles_at(scenario: Scenario, after: float, rest: xr.Dataset, subflows: bool = True,
+                queue_slack: float = 0.1) -> None:
+    """The simulated steady state after `after` s is `rest` within 2 %: per connection (and,
+    with `subflows`, per subflow) the rate, and the queue of every link loaded at rest (within
+    `queue_slack` packets where that is more: a queue of a packet or two below RED's min,
+    which marks nothing and is set by the round trips alone)."""
     ds = pathflow.simulate(scenario)
     steady = ds.sel(time=ds.time > after).mean("time")
     np.testing.assert_allclose(steady.flow_rate.values, rest.rate.values, rtol=0.02)
-    np.testing.assert_allclose(steady.subflow_rate.values, rest.subflow_rate.values, rtol=0.02)
+    if subflows:
+        np.testing.assert_allclose(steady.subflow_rate.values, rest.subflow_rate.values,
+                                   rtol=0.02)
     loaded = rest.queue.values > 0
     np.testing.assert_allclose(steady.queue.values[loaded], rest.queue.values[loaded],
-                               rtol=0.02, atol=0.1 * PACKET)
+                               rtol=0.02, atol=queue_slack * PACKET)
 
 
 @pytest.mark.parametrize("cc", ["lia", "olia", "balia", "uncoupled"])
@@ -95,12 +98,20 @@ def test_two_paths_settle_at_it(tmp_path: Path, cc: str) -> None:
         assert bool(stability(scenario).stable.all())
 
 
-@pytest.mark.parametrize("cc", ["lia", "uncoupled"])
-def test_a_k4_fat_tree_with_two_subflows_settles_at_it(cc: str) -> None:
+@pytest.mark.parametrize(("cc", "seconds"), [("lia", 6), ("uncoupled", 6), ("balia", 6),
+                                             ("olia", 12)])
+def test_a_k4_fat_tree_with_two_subflows_settles_at_it(cc: str, seconds: int) -> None:
     """A k = 4 fat-tree permutation with two ECMP subflows per connection, a 1 Gb/s fabric
     behind 10 Gb/s host links (so that the fabric, not the NIC, holds every subflow), RED with
-    ECN, ACKs of no size: the simulated steady state is the rest state within 2 % (measured
-    2e-4 for LIA, 1e-5 uncoupled)."""
+    ECN, ACKs of no size: the simulated steady state (the last third) is the rest state within
+    2 % (measured 2e-4 for LIA, 1e-5 uncoupled, connections 5e-4 for BALIA and 7e-3 for OLIA).
+    Subflows only for LIA and uncoupled: BALIA has a second rest beside the even split
+    (`analysis.subflow_rest`), and the solver finds it, the simulation, started even, not
+    (subflows 33 % apart, connections and queues equal); OLIA's sliding modes move window
+    between equally good paths slowly (its subflows were 61 % from the rest state's after 4
+    to 8 s, 26 % after 8 to 12 s; its connections 1.6 and 0.7 %, 0.2 % after 12 to 16 s, so
+    its run is twice as long). The queues below RED's min within a quarter packet (BALIA 0.22,
+    OLIA 0.17 packets)."""
     scenario = pathflow.load_scenario(
         Path(__file__).parents[1] / "examples" / "fattree_permutation.toml").with_updates({
             "topology.link_rate": "1Gbps", "topology.delay": "50us",
@@ -108,11 +119,12 @@ def test_a_k4_fat_tree_with_two_subflows_settles_at_it(cc: str) -> None:
             "topology.links": [{"tier": "host-edge", "link_rate": "10Gbps"}],
             "aqm": RED, "transport.cc": cc, "transport.subflows": 2,
             "transport.reaction": "mean", "transport.ack_size": "0B", "run.seed": 4,
-            "run.duration": "6s", "run.warmup": "4s"})
+            "run.duration": f"{seconds}s", "run.warmup": f"{seconds * 2 // 3}s"})
     rest = equilibrium(scenario)
     assert rest.attrs["residual"] < 1e-4
     assert int((rest.queue > 0).sum()) >= 10  # many bottlenecks, shared by several subflows
-    _settles_at(scenario, 4.0, rest)
+    even = cc in ("lia", "uncoupled")
+    _settles_at(scenario, seconds * 2 / 3, rest, subflows=even, queue_slack=0.1 if even else 0.25)
 
 
 def test_the_per_window_form_is_refused(tmp_path: Path) -> None:

@@ -251,7 +251,7 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
                 found = scipy.optimize.least_squares(
                     stage_residual, start, bounds=(low, high), method="trf",
                     jac=_grouped_differences(stage_residual, related, high),
-                    xtol=1e-14, ftol=1e-14, gtol=1e-14)
+                    xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=_STALLED)
             except np.linalg.LinAlgError as why:
                 raise ScenarioError(f"the rest state was not found: the root solver failed "
                                     f"({why}) on {loaded} loaded marking links") from None
@@ -273,6 +273,12 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
     left = residual(x, stages[-1])
     return RestState(compiled, network, queue, p_link, rate, window, rtt,
                      float(np.max(np.abs(left))) if left.size else 0.0)
+
+
+# evaluations after which a least squares has stalled: converging ones took 100 to 1,400 (k = 4
+# and 8 fat-trees, LIA, OLIA, BALIA, Reno), stalled ones ran to scipy's 100 per unknown (a
+# minute on a k = 4 fat-tree's 89) before the next start found the rest
+_STALLED = 2000
 
 
 def _related(problem: Any, routing: np.ndarray, marking: np.ndarray,
