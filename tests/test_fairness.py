@@ -19,6 +19,8 @@ from pathflow.analysis.fairness import (
     fairness_of,
     max_min,
     network_of,
+    pooled_alpha_fair,
+    pooled_max_min,
     reno_allocation,
 )
 from pathflow.cli import app
@@ -58,6 +60,28 @@ def test_max_min_with_unequal_links_and_counts() -> None:
                                [1e6 / 3, 1e6 / 3, 1e6 / 3, 10e6 - 1e6 / 3], rtol=1e-12)
     counted = max_min(Network(routing, capacity, np.array([2.0, 1.0, 1.0, 1.0])))
     np.testing.assert_allclose(counted, [0.25e6, 0.25e6, 0.25e6, 9.75e6], rtol=1e-12)
+
+
+def test_pooled_max_min_against_closed_forms() -> None:
+    """Max-min between connections that pool their paths. A two-link parking lot (C each)
+    whose long connection also has a private path of C/2: max-min equalises the three at
+    3C/4 (the long one sends C/4 across the lot), while proportional fairness keeps the long
+    one on its private path alone (C/2, the one-hop ones C each): the two criteria differ.
+    With one subflow per connection it is progressive filling's allocation (`max_min`),
+    counts included."""
+    routing = np.array([[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    network = Network(routing, np.array([C, C, C / 2]), np.ones(4))
+    connection = np.array([0, 0, 1, 2])
+    fair = pooled_max_min(network, connection)
+    np.testing.assert_allclose(np.bincount(connection, fair), 0.75 * C, rtol=1e-9)
+    assert np.all(network.load(fair) <= network.capacity * (1 + 1e-9))
+    proportional = np.bincount(connection, pooled_alpha_fair(network, connection, 1.0))
+    np.testing.assert_allclose(proportional, [C / 2, C, C], rtol=1e-4)
+    single = np.array([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+    for count in (np.ones(4), np.array([2.0, 1.0, 1.0, 1.0])):
+        network = Network(single, np.array([1e6, 10e6]), count)
+        np.testing.assert_allclose(pooled_max_min(network, np.arange(4)), max_min(network),
+                                   rtol=1e-9)
 
 
 def test_reno_shares_in_inverse_proportion_to_the_round_trip() -> None:
@@ -139,8 +163,9 @@ def test_fluid_dctcp_on_a_parking_lot_is_its_utility_optimum(tmp_path: Path) -> 
 def test_analyze_prints_the_predictions_and_refuses_spraying(tmp_path: Path) -> None:
     """`pathflow analyze`: the parking lot's long flow at max-min 50 Mb/s and proportional
     33.3 Mb/s (the closed forms: c/2, c/3); two MPTCP connections on a 1 Gb/s star share it
-    pooled, 500 Mb/s each, and drop-tail has no rest state, which it says; a sprayed flow
-    (several paths for one subflow) is one line with exit code 2."""
+    pooled, 500 Mb/s each by max-min and by proportional fairness, and drop-tail has no rest
+    state, which it says; a sprayed flow (several paths for one subflow) is one line with exit
+    code 2."""
     scenario = _parking_lot(tmp_path, 2)
     (tmp_path / "lot.toml").write_text(scenario.to_toml())
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "lot.toml")])
@@ -153,6 +178,7 @@ def test_analyze_prints_the_predictions_and_refuses_spraying(tmp_path: Path) -> 
     pooled = CliRunner().invoke(app, ["analyze", str(tmp_path / "mp.toml")])
     assert pooled.exit_code == 0, pooled.output
     assert "proportional (pooled)" in pooled.output and "none derived (aqm.kind" in pooled.output
+    assert "max-min (pooled)" in pooled.output
     assert sum("500 Mb/s" in line for line in pooled.output.splitlines()) == 2
     (tmp_path / "spray.toml").write_text('[topology]\nkind = "fattree"\nk = 4\n'
                                          '[routing]\nmode = "spray"\n')

@@ -28,20 +28,22 @@ Rates are scaled to units of the largest capacity while solving, so the numbers 
 
 Scope and limitations
 ---------------------
-Single-path flows, but for `pooled_alpha_fair`: connections of several subflows (MPTCP), each on
-one path, that may spread their rate over all their paths (resource pooling; validated on the
-two-path network of tests/test_equilibrium_mptcp.py against its closed form, where OLIA's rest
-state meets it and LIA's does not). Spraying (several paths per subflow) is refused. Flows that
-the solver runs once for many (`Problem.count`) count that many times. The protocol's allocation
-takes the round trips as given (`rtt`, s, per flow; default the base round trips): a queue adds
-to them, so compare with a simulation at its own mean round trips (`fairness_of`). Reno's law
-holds in the mean field, where losses are a probability; drop-tail sawtooths meet it only on
-average.
+Single-path flows, but for `pooled_alpha_fair` and `pooled_max_min`: connections of several
+subflows (MPTCP), each on one path, that may spread their rate over all their paths (resource
+pooling; validated on the two-path network of tests/test_equilibrium_mptcp.py against its
+closed form, where OLIA's rest state meets it and LIA's does not, and on a parking lot whose
+long connection has a private path, where max-min and proportional fairness differ).
+Spraying (several paths per subflow) is refused. Flows that the solver runs once for many
+(`Problem.count`) count that many times. The protocol's allocation takes the round trips
+as given (`rtt`, s, per flow; default the base round trips): a queue adds to them, so compare
+with a simulation at its own mean round trips (`fairness_of`). Reno's law holds in the mean
+field, where losses are a probability; drop-tail sawtooths meet it only on average.
 
 Validated by tests/test_fairness.py: the parking lot's closed forms (max-min c/2; proportional
 c/(N+1) and Nc/(N+1); alpha = 2, c/(1 + sqrt N)), Reno's rates in inverse proportion to the
-round trip on a shared bottleneck, and the fluid Reno on a parking lot against its own utility
-optimum.
+round trip on a shared bottleneck, the fluid Reno on a parking lot against its own utility
+optimum, and pooled max-min against closed forms and, with a subflow per connection, against
+progressive filling.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from pathflow.metrics import jain_index, throughput
 from pathflow.scenario import Scenario, ScenarioError
 
 __all__ = ["Network", "alpha_fair", "dctcp_allocation", "fairness_of", "max_min", "network_of",
-           "own_allocation", "pooled_alpha_fair", "reno_allocation"]
+           "own_allocation", "pooled_alpha_fair", "pooled_max_min", "reno_allocation"]
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,46 @@ def pooled_alpha_fair(network: Network, connection: np.ndarray, alpha: float) ->
                       "jac": lambda _: -used}],
         options={"ftol": 1e-14, "maxiter": 1000})
     return found.x * scale
+
+
+def pooled_max_min(network: Network, connection: np.ndarray) -> np.ndarray:
+    """Per subflow the rates (bytes/s) of the max-min fair allocation between connections that
+    may spread over all their paths (`connection`: each subflow's connection index): the
+    connections' totals y_c lexicographically largest, smallest first (Nace and Pioro 2008,
+    max-min fairness with splittable demands). Each round solves the linear program max t
+    subject to y_c >= t for the connections still free, y_c >= their level for the frozen
+    ones, and the capacities; a free connection whose constraint has a positive dual price
+    cannot exceed t (Nace and Pioro's blocking test), so it freezes at t, and every round
+    freezes at least one (the duals sum to 1). One subflow per connection gives `max_min`.
+    The split among a connection's paths is not unique: one is given."""
+    scale = float(network.capacity.max())
+    routing, capacity, count = network.routing, network.capacity / scale, network.count
+    connections, owner = np.unique(connection, return_inverse=True)
+    owner = owner.reshape(-1)
+    subflows, size = count.size, connections.size
+    member = np.zeros((size, subflows))
+    member[owner, np.arange(subflows)] = 1.0  # y = member @ x
+    free = member.any(axis=1) & (member @ routing.any(axis=0) > 0)  # a connection on links
+    level = np.zeros(size)
+    x = np.zeros(subflows)
+    rows_capacity = np.hstack([routing * count[None, :], np.zeros((capacity.size, 1))])
+    while free.any():
+        # z = (x, t): maximise t
+        lower = np.hstack([-member, free[:, None].astype(float)])  # t - y_c <= 0 (free)
+        bound = np.where(free, 0.0, -level)  # frozen: -y_c <= -level_c
+        lower[~free, -1] = 0.0
+        found = scipy.optimize.linprog(
+            np.append(np.zeros(subflows), -1.0), A_ub=np.vstack([rows_capacity, lower]),
+            b_ub=np.concatenate([capacity, bound]), bounds=[(0.0, None)] * (subflows + 1),
+            method="highs")
+        if found.status != 0:
+            raise ScenarioError(f"the max-min allocation was not found ({found.message})")
+        x, t = found.x[:subflows], found.x[-1]
+        price = -found.ineqlin.marginals[capacity.size:]
+        blocked = free & (price > 1e-9)
+        level[blocked] = t
+        free &= ~blocked
+    return x * scale
 
 
 def reno_allocation(network: Network, rtt: np.ndarray, packet: float,

@@ -29,8 +29,8 @@ def analyze(
     step), its rest state (rates and the queues that hold them) and, on marking ramps, its
     linear stability per bottleneck: stable or not, the rightmost root, the time to settle or
     the period of the oscillation, the phase margin, the critical loop delay and the gain
-    margin. MPTCP connections (LIA, OLIA, BALIA, uncoupled; a path per subflow): the
-    proportionally fair allocation with each connection pooling its paths, their rest state
+    margin. MPTCP connections (LIA, OLIA, BALIA, uncoupled; a path per subflow): the max-min
+    and proportionally fair allocations with each connection pooling its paths, their rest state
     and its stability."""
     with user_errors():
         # every CPU: no fluid steps here, and the stability margins' eigenproblems run a
@@ -109,6 +109,7 @@ def _predictions(scenario: Scenario
         network_of,
         own_allocation,
         pooled_alpha_fair,
+        pooled_max_min,
     )
     from pathflow.analysis.stability import stability
     from pathflow.compile import compile_scenario
@@ -118,10 +119,12 @@ def _predictions(scenario: Scenario
     columns: dict[str, np.ndarray] = {}
     if len(compiled.routes.subflow_flow) > len(names):  # connections over several paths
         network, _, _ = network_of(compiled, subflows=True)
-        pooled = pooled_alpha_fair(network, np.asarray(compiled.problem.subflow_flow), 1.0)
-        per_subflow = pooled[np.asarray(compiled.controller_of)]
-        columns["proportional (pooled)"] = np.bincount(compiled.routes.subflow_flow,
-                                                       per_subflow, len(names))
+        connection = np.asarray(compiled.problem.subflow_flow)
+        for name, pooled in (("max-min (pooled)", pooled_max_min(network, connection)),
+                             ("proportional (pooled)",
+                              pooled_alpha_fair(network, connection, 1.0))):
+            per_subflow = pooled[np.asarray(compiled.controller_of)]
+            columns[name] = np.bincount(compiled.routes.subflow_flow, per_subflow, len(names))
     else:
         network, controller, _ = network_of(compiled)
         columns = {"max-min": max_min(network)[controller],
