@@ -14,7 +14,7 @@ import pathflow
 from pathflow import Scenario, ScenarioError
 from pathflow.analysis import closed_forms
 from pathflow.analysis.equilibrium import equilibrium, rest_state
-from pathflow.analysis.fairness import network_of, pooled_alpha_fair, reno_allocation
+from pathflow.analysis.fairness import fairness_of, network_of, pooled_alpha_fair, reno_allocation
 from pathflow.analysis.stability import stability
 from pathflow.compile import compile_scenario
 from tests.helpers import star
@@ -165,3 +165,17 @@ def test_olia_pools_the_paths_as_proportional_fairness_does(tmp_path: Path) -> N
             np.testing.assert_allclose(resting[served], third, rtol=0.01)
         else:  # the last connection is the 60 Mb/s path's single-path user
             assert resting[served][-1] < 0.75 * third
+
+
+def test_fairness_of_a_simulated_run_pools_the_paths(tmp_path: Path) -> None:
+    """`fairness_of` puts connections of several subflows beside the allocations of
+    connections that pool their paths: on the two-path network max-min and proportional
+    fairness both give each of the three connections a third of the two bottlenecks, (100 +
+    60) Mb/s / 3, and OLIA's simulation (the last 10 of 20 s) is within 1 % of it."""
+    scenario = _two_paths(tmp_path, "olia")
+    result = fairness_of(pathflow.simulate(scenario), scenario, warmup=10.0)
+    third = (100e6 + 60e6) / 8 / 3
+    for name in ("max_min", "proportional"):
+        np.testing.assert_allclose(result[name].values, third, rtol=1e-4)
+        assert result.attrs[f"distance_{name}"] < 0.01
+    np.testing.assert_allclose(result.simulated.values, third, rtol=0.01)

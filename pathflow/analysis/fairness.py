@@ -60,7 +60,8 @@ from pathflow.metrics import jain_index, throughput
 from pathflow.scenario import Scenario, ScenarioError
 
 __all__ = ["Network", "alpha_fair", "dctcp_allocation", "fairness_of", "max_min", "network_of",
-           "own_allocation", "pooled_alpha_fair", "pooled_max_min", "reno_allocation"]
+           "own_allocation", "pooled_allocations", "pooled_alpha_fair", "pooled_max_min",
+           "reno_allocation"]
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,22 @@ def pooled_max_min(network: Network, connection: np.ndarray) -> np.ndarray:
     return x * scale
 
 
+def pooled_allocations(compiled: Compiled) -> dict[str, np.ndarray] | None:
+    """Per flow (connection) of a scenario whose connections have several subflows, the rates
+    (bytes/s) of the max-min and proportionally fair allocations with each connection pooling
+    its paths (`pooled_max_min`, `pooled_alpha_fair`); None where every connection has one
+    subflow."""
+    routes = compiled.routes
+    if len(routes.subflow_flow) == len(routes.flows):
+        return None
+    network, _, _ = network_of(compiled, subflows=True)
+    connection = np.asarray(compiled.problem.subflow_flow)
+    controller = np.asarray(compiled.controller_of)
+    return {name: np.bincount(routes.subflow_flow, rates[controller], len(routes.flows))
+            for name, rates in (("max_min", pooled_max_min(network, connection)),
+                                ("proportional", pooled_alpha_fair(network, connection, 1.0)))}
+
+
 def reno_allocation(network: Network, rtt: np.ndarray, packet: float,
                     ack_ratio: float = 1.0) -> np.ndarray:
     """Reno's own allocation (bytes/s): the optimum of U(x) = -2 / (b T^2 x), x in packets/s,
@@ -271,19 +288,23 @@ def own_allocation(network: Network, rtt: np.ndarray, scenario: Scenario) -> np.
 def fairness_of(ds: xr.Dataset, scenario: Scenario, warmup: float | None = None
                 ) -> xr.Dataset:
     """A simulated allocation (either engine's result `ds` of `scenario`) beside the max-min
-    and proportionally fair ones and, for Reno, Reno's own at the run's mean round trips;
+    and proportionally fair ones (connections of several subflows pooling their paths:
+    `pooled_allocations`) and, for Reno and DCTCP, their own at the run's mean round trips;
     per flow (bytes/s) and, for each, Jain's index and the distance from the simulated rates
     (mean absolute difference over the mean simulated rate)."""
-    network, controller, _ = network_of(compile_scenario(scenario))
+    compiled = compile_scenario(scenario)
     simulated = throughput(ds, warmup).values
-    predictions = {"max_min": max_min(network)[controller],
-                   "proportional": alpha_fair(network, 1.0)[controller]}
-    after = ds.time > (ds.attrs.get("warmup_s", 0.0) if warmup is None else warmup)
-    rtt = np.zeros(network.count.size)
-    rtt[controller[ds.subflow_flow.values]] = ds.rtt.sel(time=after).mean("time").values
-    own = own_allocation(network, rtt, scenario)
-    if own is not None:
-        predictions[scenario.si.transport.cc] = own[controller]
+    predictions = pooled_allocations(compiled)
+    if predictions is None:
+        network, controller, _ = network_of(compiled)
+        predictions = {"max_min": max_min(network)[controller],
+                       "proportional": alpha_fair(network, 1.0)[controller]}
+        after = ds.time > (ds.attrs.get("warmup_s", 0.0) if warmup is None else warmup)
+        rtt = np.zeros(network.count.size)
+        rtt[controller[ds.subflow_flow.values]] = ds.rtt.sel(time=after).mean("time").values
+        own = own_allocation(network, rtt, scenario)
+        if own is not None:
+            predictions[scenario.si.transport.cc] = own[controller]
     out = xr.Dataset({"simulated": ("flow", simulated, {"units": "bytes/s"})},
                      coords={"flow": ds.flow.values})
     scale = float(np.mean(simulated)) or math.nan

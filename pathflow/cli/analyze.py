@@ -108,23 +108,17 @@ def _predictions(scenario: Scenario
         max_min,
         network_of,
         own_allocation,
-        pooled_alpha_fair,
-        pooled_max_min,
+        pooled_allocations,
     )
     from pathflow.analysis.stability import stability
     from pathflow.compile import compile_scenario
 
     compiled = compile_scenario(scenario)
     names = [f"{flow.src}->{flow.dst}" for flow in compiled.routes.flows]
-    columns: dict[str, np.ndarray] = {}
-    if len(compiled.routes.subflow_flow) > len(names):  # connections over several paths
-        network, _, _ = network_of(compiled, subflows=True)
-        connection = np.asarray(compiled.problem.subflow_flow)
-        for name, pooled in (("max-min (pooled)", pooled_max_min(network, connection)),
-                             ("proportional (pooled)",
-                              pooled_alpha_fair(network, connection, 1.0))):
-            per_subflow = pooled[np.asarray(compiled.controller_of)]
-            columns[name] = np.bincount(compiled.routes.subflow_flow, per_subflow, len(names))
+    pooled = pooled_allocations(compiled)  # connections over several paths
+    if pooled is not None:
+        columns: dict[str, np.ndarray] = {"max-min (pooled)": pooled["max_min"],
+                                          "proportional (pooled)": pooled["proportional"]}
     else:
         network, controller, _ = network_of(compiled)
         columns = {"max-min": max_min(network)[controller],
