@@ -210,19 +210,17 @@ def pooled_max_min(network: Network, connection: np.ndarray) -> np.ndarray:
     subflows, size = count.size, connections.size
     member = np.zeros((size, subflows))
     member[owner, np.arange(subflows)] = 1.0  # y = member @ x
-    free = member.any(axis=1) & (member @ routing.any(axis=0) > 0)  # a connection on links
+    free = member @ routing.any(axis=0) > 0  # a connection that crosses no link gets 0
     level = np.zeros(size)
     x = np.zeros(subflows)
-    rows_capacity = np.hstack([routing * count[None, :], np.zeros((capacity.size, 1))])
+    loads = np.hstack([routing * count[None, :], np.zeros((capacity.size, 1))])
     while free.any():
-        # z = (x, t): maximise t
-        lower = np.hstack([-member, free[:, None].astype(float)])  # t - y_c <= 0 (free)
-        bound = np.where(free, 0.0, -level)  # frozen: -y_c <= -level_c
-        lower[~free, -1] = 0.0
+        # z = (x, t), maximise t: t - y_c <= 0 for the free, -y_c <= -level_c for the frozen
+        floors = np.hstack([-member, free[:, None].astype(float)])
         found = scipy.optimize.linprog(
-            np.append(np.zeros(subflows), -1.0), A_ub=np.vstack([rows_capacity, lower]),
-            b_ub=np.concatenate([capacity, bound]), bounds=[(0.0, None)] * (subflows + 1),
-            method="highs")
+            np.append(np.zeros(subflows), -1.0), A_ub=np.vstack([loads, floors]),
+            b_ub=np.concatenate([capacity, np.where(free, 0.0, -level)]),
+            bounds=[(0.0, None)] * (subflows + 1), method="highs")
         if found.status != 0:
             raise ScenarioError(f"the max-min allocation was not found ({found.message})")
         x, t = found.x[:subflows], found.x[-1]

@@ -128,7 +128,8 @@ class CoupledWindows:
         def settled(model: WindowControl, current: dict[str, jax.Array], signals: Signals,
                     keys: list[str]) -> dict[str, jax.Array]:
             """`current` with the extra states `keys` where their own drift vanishes: a
-            Newton step along each (exact where the drift is affine in it)."""
+            Newton step along each, whose drift reads its own value alone (exact where it is
+            affine in it, as OLIA's count is)."""
             def drifts(values: list[jax.Array]) -> list[jax.Array]:
                 slope = model.derivative({**current, **dict(zip(keys, values, strict=True))},
                                          signals, params)
@@ -198,8 +199,8 @@ class CoupledWindows:
     def residual(self, stage: int, y: np.ndarray, mark: np.ndarray, loss: np.ndarray,
                  rtt: np.ndarray) -> np.ndarray:
         """The windows' complementarity (the extra states settled) and the NICs' boxes at
-        the path signals and round trips given; a subflow that nothing signals is given a signal of
-        1e-12 (its window grows until its NIC holds its rate either way)."""
+        the path signals and round trips given; a subflow that nothing signals is given a
+        signal of 1e-12 (its window grows until its NIC holds its rate either way)."""
         mark = np.where(mark + loss > 0, mark, _UNSIGNALLED)
         return np.asarray(self._residuals[stage](jnp.asarray(y), jnp.asarray(mark),
                                                  jnp.asarray(loss), jnp.asarray(rtt)))
