@@ -83,6 +83,7 @@ import numpy as np
 
 from pathflow.models.base import Array, Signals, State, receiver_sum
 from pathflow.models.dcqcn import (
+    _RATES_AND_ALPHA,
     SURE,
     TINY,
     Dcqcn,
@@ -191,9 +192,9 @@ class DcqcnPlus(Dcqcn):
                  1 / shortest_timer]
         return float(max(np.max(rate) for rate in rates))
 
-    state_units: ClassVar[dict[str, str]] = {"current_rate": "packets/s",
-                                             "target_rate": "packets/s", "alpha": "1",
-                                             "stage": "1"}
+    # DCQCN's rates and alpha (not its counters since a cut), and the mean timer stage
+    state_units: ClassVar[dict[str, str]] = {
+        **{key: Dcqcn.state_units[key] for key in _RATES_AND_ALPHA}, "stage": "1"}
 
     def derivative(self, state: State, signals: Signals, params: DcqcnPlusParams) -> State:
         seen = signals.acked_rate  # R_C*
