@@ -54,6 +54,23 @@ by least squares (scipy's trust-region reflective method). A flow whose path mar
 held by its NIC (the solver's rule: a window that does not limit the rate does not grow), so
 its rate is its NIC's rate shared with the NIC's other flows.
 
+ACKs are load, as in the solver (`solvers.dde`): a flow delivering x bytes/s returns x a bytes/s
+of ACKs (a = ack_size / (mss d), d segments per ACK) along the reverse of each hop, so the
+links' balances count them and a flow's round trip adds the q / C of the links its ACKs cross;
+a NIC sends its host's ACKs first, and its flows share the room they leave (a fixed point: the
+ACKs' rates may be held by their own NICs). A host's port towards it then carries the data it
+receives and the ACKs of what it sends: a flow that its NIC holds at line rate, less that
+host's own ACKs, can fill it (a k = 4 fat-tree at 1 Gb/s: rates 33 % off with the ACKs left
+out). Solved in two steps: first without ACKs (few links can fill), then with them from there,
+for the links within 0.1 % of full once they are added and any the solve leaves overloaded.
+Where a link is overloaded by flows that their NICs hold (or sits below its marking's onset,
+where only round trips move), no position moves its balance and the least squares stalls; the
+positions of the overloaded links are then lifted, each by bisection, to where their load
+fits (`_lift`), and the solve goes on from there. Links full by a tie (a flow at its NIC's
+rate and another's ACKs; a link and the one before it carrying the same data and equal ACKs)
+hold a queue that neither grows nor drains: the simulation keeps what its start-up left, the
+rest state the least (the earlier link's, or none).
+
 Scope and limitations
 ---------------------
 One path per subflow (no spraying), on links that mark on a ramp (RED marking or early-dropping;
@@ -63,12 +80,12 @@ per-window form (DCTCP's default) rests in a sawtooth, as drop-tail does (refuse
 rest point is the centre of a limit cycle: the simulated rates and mean alpha meet it, the queue
 swings around K. A path across several step-marking links combines their marked fractions as if
 independent (on a 3-link parking lot the long flow's simulated rate is 13 % above the
-prediction; 0.4 % on 2 links). ACKs are left out: their load, and their wait in the reverse
-links' queues, which the solver has. Mostly they are a few per cent of a link, but where a flow
-at its NIC's line rate reaches a host whose link also carries that host's ACKs, the port fills
-and queues in the simulation and not here (a k = 4 fat-tree at 1 Gb/s with 64 B ACKs: rates up
-to 25 % off; with ACKs of no size, 1e-4). Adding them made the least-squares solve fail on half
-of the hash seeds tried (kinks between NIC-held and window-held flows); left for later. DCQCN's
+prediction; 0.4 % on 2 links). With ACKs, where the solve with them does not converge (a k = 8
+fat-tree at 10 Gb/s, Reno: it stalls at a residual of 5e-3, also after a lift), the rest state
+is the one without ACK load, and says so (`equilibrium`'s attrs["acks"] = "left out", and
+`pathflow analyze`). Near-ties make some queues ill-conditioned: on the k = 4 fat-tree the
+simulation's queues at two host ports are 5 % below the rest state's while every rate is
+within 1.2 %. DCQCN's
 NIC-wide CNP capacity is left out (refused when set, for dcqcn+static too); DCQCN+'s is in (its
 CNP period). On the seed 001 testbed's switch (DCQCN's marking, Pmax 1 %) DCQCN+ rests on the
 ramp only where each flow's share is large (up to 8 flows at 10 Gb/s, 32 at 40 Gb/s; 9 and 36
@@ -87,7 +104,9 @@ Validated by tests/test_equilibrium.py: the closed form of one RED bottleneck (N
 p* = 2 / (b W*^2) with W* = C R* / N and R* = base + q*/C, q* on the ramp), the fluid
 simulation's steady state on parking lots and a k = 4 fat-tree (ACKs of no size) within 2 % for
 Reno and DCTCP on RED (and for Reno the utility optimum of `analysis.fairness` at the
-equilibrium's round trips: the NUM view), DCTCP on
+equilibrium's round trips: the NUM view), the same fat-tree with 64 B ACKs (DCTCP: rates
+within 2 % on two hash seeds, queues on one; Reno predicted unstable, and the simulation
+cycles), DCTCP on
 the ECN step against alpha* = sqrt(2 / (b W*)) and the simulated mean alpha (2 %), a 320-flow
 incast's standing queue against N min_cwnd MSS - C base and the simulation, and DCQCN's fixed
 point on one 40 Gb/s link (validation/cases/dcqcn.py's scalar root) with the simulation settling
@@ -105,6 +124,7 @@ BALIA, uncoupled) and a k = 4 fat-tree with two subflows per connection (LIA, un
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -150,8 +170,10 @@ def equilibrium(scenario: Scenario, rest: RestState | None = None) -> xr.Dataset
     (bytes/s), window (packets, the sum over its subflows; NaN for DCQCN) and round trip (s, its
     subflows' mean weighted by their rates); the same per subflow (`subflow_rate`,
     `subflow_window`, `subflow_rtt`, `subflow_flow` naming its flow); per link its queue
-    (bytes), marking or early-drop probability and load (bytes/s). attrs: `residual`, the
-    largest Fischer-Burmeister residual (0 at an exact rest state). `rest`: the rest state
+    (bytes), marking or early-drop probability and load (bytes/s, data and ACKs). attrs:
+    `residual`, the largest Fischer-Burmeister residual (0 at an exact rest state); `acks`, how
+    the ACKs enter: "load" (as load and in the round trips), "none" (they have no size), or
+    "left out" (no rest state found with them: the module docstring). `rest`: the rest state
     already found for `scenario` (`rest_state`)."""
     rest = rest or rest_state(scenario)
     routes = rest.compiled.routes
@@ -177,130 +199,257 @@ def equilibrium(scenario: Scenario, rest: RestState | None = None) -> xr.Dataset
                 "subflow_flow": ("subflow", owner),
                 "link": [link.name for link in rest.compiled.network.links],
                 "pair": ("flow", names)},
-        attrs={"residual": rest.residual})
+        attrs={"residual": rest.residual, "acks": _acks_in(rest)})
+
+
+def _acks_in(rest: RestState) -> str:
+    """How the ACKs enter `rest` (`equilibrium`'s attrs["acks"])."""
+    if rest.network.acks is not None:
+        return "load"
+    return "left out" if np.any(np.asarray(rest.compiled.problem.ack) > 0) else "none"
 
 
 def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestState:
     """The rest state of `scenario` per solver controller (see `equilibrium`); `compiled`: the
     scenario already compiled (`compile_scenario`), where the caller has it."""
     compiled = compiled or compile_scenario(scenario)
-    network, _, _ = network_of(compiled, subflows=True)
+    network, _, _ = network_of(compiled, subflows=True, acks=True)
     problem = compiled.problem
     links = network.capacity.size
     markers = _markers(scenario, problem, links)
     coupled = CoupledWindows(compiled) if compiled.model.name in MULTIPATH else None
     rest_rate = None if coupled else _rest_rate(compiled, markers.step)
     packet = np.asarray(problem.packet, float)
-    routing, capacity, count = network.routing, network.capacity, network.count
-    # host NICs never mark; a link that no flow crosses holds no queue, nor one downstream of
-    # a link carrying the same flows at no more capacity (the upstream one holds it)
-    marking = (np.isfinite(markers.low) & routing.any(axis=1)
-               & ~_shadowed(problem, routing, capacity))
-    loaded = int(marking.sum())
-    assert network.base_rtt is not None
+    routing, capacity, base_rtt = network.routing, network.capacity, network.base_rtt
+    assert base_rtt is not None
     nic = np.asarray(problem.nic)
 
-    def state(x: np.ndarray) -> tuple[np.ndarray, ...]:
+    def state(x: np.ndarray, marking: np.ndarray, net: Network = network
+              ) -> tuple[np.ndarray, ...]:
+        loaded = int(marking.sum())
         position = np.zeros(links)
         position[marking] = np.maximum(x[:loaded], 0.0)  # below 0: empty (see `low`)
         queue, p_link = markers.at(position)
         queue, p_link = np.where(marking, queue, 0.0), np.where(marking, p_link, 0.0)
         mark, loss = (1.0 - np.exp(routing.T @ np.log1p(-np.minimum(p_link * share, 1 - 1e-15)))
                       for share in (markers.ecn, 1.0 - markers.ecn))
-        rtt = network.base_rtt + routing.T @ (queue / capacity)
+        rtt = base_rtt + net.waits().T @ (queue / capacity)
         if coupled:
             window = coupled.window(x[loaded:])
             wanted = window / rtt * packet
         else:
             assert rest_rate is not None
             wanted, window = rest_rate(mark, loss, rtt)
-        rate = np.minimum(wanted, _nic_share(wanted, nic, count, capacity))
-        return queue, p_link, rtt, window, rate, mark, loss
+        rate, room = _nic_limited(wanted, nic, net)
+        return queue, p_link, rtt, window, rate, mark, loss, room
 
-    def residual(x: np.ndarray, stage: int = 0) -> np.ndarray:
-        _, _, rtt, _, rate, mark, loss = state(x)
-        load = network.load(rate)
-        balance = fischer_burmeister(x[:loaded], (1.0 - load / capacity)[marking])
+    def residual(x: np.ndarray, marking: np.ndarray, stage: int = 0,
+                 net: Network = network) -> np.ndarray:
+        _, _, rtt, _, rate, mark, loss, room = state(x, marking, net)
+        loaded = int(marking.sum())
+        balance = fischer_burmeister(x[:loaded], (1.0 - net.load(rate) / capacity)[marking])
         if not coupled:
             return balance
-        return np.concatenate([balance, coupled.residual(stage, x[loaded:], mark, loss, rtt)])
+        return np.concatenate([balance, coupled.residual(stage, x[loaded:], mark, loss, rtt,
+                                                         room)])
 
-    # a position may go below 0 (an empty queue, as at 0, where its balance alone pulls it
-    # back): the least squares' scaling crawls along a bound (the k = 8 fat-tree's 111 links
-    # took 155 iterations with the bound at 0, 80 without). Coupled windows keep it: from
-    # below their solve stalls (LIA on a k = 4 fat-tree: residual 3e-2 after 116 s; 8e-6 in 5 s)
-    low, high = np.full(loaded, 0.0 if coupled else -1.0), np.ones(loaded)
-    related = _related(problem, routing, marking, coupled)
-    starts = [np.full(loaded, 0.5)]
-    stages = [0]
-    if coupled:
-        bounds = coupled.bounds()
-        low, high = np.concatenate([low, bounds[0]]), np.concatenate([high, bounds[1]])
-        # the coupled windows' least squares may stall from one start: windows of 10 packets,
-        # then of 40
-        starts = [np.concatenate([starts[0], coupled.start(window)]) for window in (10.0, 40.0)]
-        stages = list(range(coupled.stages))
-    found = None
-    for start in starts:
-        tried = found
-        for stage in stages:
-            def stage_residual(x: np.ndarray, stage: int = stage) -> np.ndarray:
-                return residual(x, stage)
+    stages = range(coupled.stages) if coupled else range(1)
+
+    def left(x: np.ndarray, marking: np.ndarray, net: Network) -> float:
+        """The largest residual at x (0 at an exact rest state)."""
+        return float(np.max(np.abs(residual(x, marking, stages[-1], net)), initial=0.0))
+
+    def solve(marking: np.ndarray, starts: list[np.ndarray], net: Network = network,
+              budget: int = _FLAT) -> np.ndarray:
+        loaded = int(marking.sum())
+        # a position may go below 0 (an empty queue, as at 0, where its balance alone pulls it
+        # back): the least squares' scaling crawls along a bound (the k = 8 fat-tree's 111
+        # links took 155 iterations with the bound at 0, 80 without). Coupled windows keep
+        # it: from below their solve stalls (LIA on a k = 4 fat-tree: residual 3e-2 after
+        # 116 s; 8e-6 in 5 s)
+        low, high = np.full(loaded, 0.0 if coupled else -1.0), np.ones(loaded)
+        if coupled:
+            bounds = coupled.bounds()
+            low, high = np.concatenate([low, bounds[0]]), np.concatenate([high, bounds[1]])
+        related = _related(problem, net, marking, coupled)
+
+        def least_squares(start: np.ndarray, stage: int, budget: int = _STALLED) -> np.ndarray:
+            def stage_residual(x: np.ndarray) -> np.ndarray:
+                return residual(x, marking, stage, net)
 
             try:
-                found = scipy.optimize.least_squares(
+                return scipy.optimize.least_squares(
                     stage_residual, start, bounds=(low, high), method="trf",
                     jac=_grouped_differences(stage_residual, related, high),
-                    xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=_STALLED)
+                    xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=budget).x
             except np.linalg.LinAlgError as why:
                 raise ScenarioError(f"the rest state was not found: the root solver failed "
                                     f"({why}) on {loaded} loaded marking links") from None
-            start = found.x
-        assert found is not None
-        if tried is not None and np.max(np.abs(tried.fun)) < np.max(np.abs(found.fun)):
-            found = tried  # the better of the two starts
-        if np.max(np.abs(found.fun), initial=0.0) < 1e-5:
-            break
-    assert found is not None
-    if np.any(found.x[:loaded] >= 1 - 1e-9):
+
+        def lift(x: np.ndarray) -> np.ndarray:
+            return _lift(x, lambda x: net.load(state(x, marking, net)[4]), capacity, marking)
+
+        best = starts[0]
+        for start in starts:
+            for stage in stages:
+                start = least_squares(start if coupled else lift(start), stage,
+                                      _STALLED if coupled else budget)
+            if left(start, marking, net) < left(best, marking, net) or best is starts[0]:
+                best = start  # the better of the starts
+            if left(best, marking, net) < 1e-5:
+                break
+        if not coupled and 1e-10 < left(best, marking, net) <= _LIFTABLE:
+            # stalled on a flat side: a link overloaded by flows that their NICs hold (or
+            # below its marking's onset, where only round trips move), whose balance its own
+            # position does not move until marking holds those flows below their NICs' rate
+            lifted = least_squares(lift(best), 0, budget)
+            best = min((best, lifted), key=lambda x: left(x, marking, net))
+        return best
+
+    # host NICs never mark, and a link that can never be given more than it serves holds no
+    # queue (`_most_load`): one that nothing crosses, or only ACKs, or one downstream of a link
+    # carrying the same data at no more capacity and no more than its slack in ACKs
+    upstream = _upstream(problem, network)
+    able = np.isfinite(markers.low) & (_most_load(problem, network, upstream) > capacity)
+    if coupled:
+        # every link that data or ACKs cross but those downstream of one carrying the same
+        # data with no ACKs of their own: the coupled windows' least squares took its way to
+        # the k = 4 fat-tree's rest with these unknowns (with only the `able` ones LIA's
+        # stalled at 1e-2). It may stall from one start: windows of 10 packets, then of 40
+        acked = np.zeros(links, bool) if network.acks is None else network.acks.any(axis=1)
+        marking = (np.isfinite(markers.low) & network.waits().any(axis=1)
+                   & ((upstream < 0) | acked))
+        x = solve(marking, [np.concatenate([np.full(marking.sum(), 0.5), coupled.start(window)])
+                            for window in (10.0, 40.0)])
+    else:
+        # single paths: first without ACKs (a few per cent of the load: far fewer links can
+        # fill, and the solve is quick), then with them from there (`_with_acks`)
+        bare = dataclasses.replace(network, acks=None)
+        marking = np.isfinite(markers.low) & (_most_load(problem, bare, upstream) > capacity)
+        x = solve(marking, [np.full(marking.sum(), 0.5)], bare)
+        if network.acks is not None:
+            grown, y = _with_acks(x, marking, able, lambda x, m: network.load(state(x, m)[4]),
+                                  capacity, lambda m, s: solve(m, s, network, _WITH_ACKS),
+                                  lambda x, m: left(x, m, network) <= 1e-8)
+            if left(y, grown, network) <= 1e-8:
+                marking, x = grown, y
+            else:  # not found with them (a k = 8 fat-tree at 10 Gb/s): said, not hidden
+                network = bare
+    loaded = int(marking.sum())
+    if np.any(x[:loaded] >= 1 - 1e-9):
         raise ScenarioError(markers.beyond)
-    # a link within a millionth of its ramp from empty is empty (the solver's last digits)
-    x = found.x.copy()
+    # the ACKs of flows that their NICs hold may load a link and the one before it that carries
+    # the same data equally: then both are full, and the later one's queue, neither growing nor
+    # draining, is what the history left it. From empty queues the earlier one fills first and
+    # holds the queue, as the simulation shows: the later one is taken as empty
+    position = np.zeros(links)
+    position[marking] = x[:loaded]
+    tied = marking & (upstream >= 0) & (position > 1e-6) & (position[upstream] > 1e-6)
+    if tied.any():
+        kept = ~tied[marking]
+        marking = marking & ~tied
+        x = solve(marking, [np.concatenate([x[:loaded][kept], x[loaded:]])], network)
+        loaded = int(marking.sum())
+    # a link within a millionth of its ramp from empty is empty (the solver's last digits); so
+    # is a queue that no flow's rate answers (a link full by a tie: flows that their NICs
+    # hold, ACKs, or a queue that marks nothing), which stays where the history left it; from
+    # empty, empty. (Where window-held flows wait in it, their round trips set it.)
+    x = x.copy()
     x[:loaded] = np.where(x[:loaded] > 1e-6, x[:loaded], 0.0)
-    queue, p_link, rtt, window, rate, mark, loss = state(x)
+    position[:] = 0.0
+    position[marking] = x[:loaded]
+    _, _, rtt, window, rate, *_ = state(x, marking, network)
+    with np.errstate(invalid="ignore"):  # NaN windows: rate-based senders
+        held = rate < window / rtt * packet * (1 - 1e-9)  # by their NICs
+    unanswered = ((markers.at(position)[1] == 0)
+                  | ~((routing > 0) & ~held[None, :]).any(axis=1))[marking]
+    at = left(x, marking, network)
+    for k in np.flatnonzero(unanswered & (x[:loaded] > 0)):
+        emptied = x.copy()
+        emptied[k] = 0.0
+        if left(emptied, marking, network) <= max(at, 1e-12):
+            x = emptied
+    queue, p_link, rtt, window, rate, mark, loss, _ = state(x, marking, network)
     if coupled:  # a subflow that nothing signals: its window is not held (its NIC holds it)
         window = np.where(mark + loss > 0, window, np.inf)
-    left = residual(x, stages[-1])
     return RestState(compiled, network, queue, p_link, rate, window, rtt,
-                     float(np.max(np.abs(left))) if left.size else 0.0)
+                     left(x, marking, network))
+
+
+def _with_acks(x: np.ndarray, marking: np.ndarray, able: np.ndarray,
+               load: Callable[[np.ndarray, np.ndarray], np.ndarray], capacity: np.ndarray,
+               solve: Callable[..., np.ndarray], found: Callable[[np.ndarray, np.ndarray], bool]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(marking links, positions) of the rest with ACKs from `x` on `marking`, the rest without
+    them: solved (`solve`) for those links and the others of `able` that come within 0.1 % of
+    full once the ACKs are added (`load` at positions x on marking links), then again with any
+    that the solve leaves overloaded; given up where a solve is not `found`."""
+    margin = 1e-3
+    while True:
+        grown = able & ~marking & (load(x, marking) > capacity * (1 - margin))
+        if margin < 0 and not grown.any():
+            return marking, x
+        position = np.zeros(capacity.size)
+        position[marking] = x
+        marking = marking | grown
+        x = solve(marking, [position[marking]])
+        if not found(x, marking):
+            return marking, x
+        margin = -1e-12
+
+
+def _lift(x: np.ndarray, load: Callable[[np.ndarray], np.ndarray], capacity: np.ndarray,
+          marking: np.ndarray) -> np.ndarray:
+    """The positions x of the links that `load` (bytes/s per link at positions x) leaves over
+    their `capacity` raised, each by bisection with the others held, to the least position
+    at which its load fits (those overloaded at the top stay there): where the least squares
+    stalls, a start from which the links' balances answer their positions again."""
+    x = x.copy()
+    over = np.flatnonzero(load(x)[marking] > capacity[marking])
+    low, high = np.maximum(x[over], 0.0), np.ones(over.size)
+    for _ in range(40):
+        x[over] = 0.5 * (low + high)
+        fits = load(x)[marking][over] <= capacity[marking][over]
+        low, high = np.where(fits, low, x[over]), np.where(fits, x[over], high)
+    x[over] = high
+    return x
 
 
 # evaluations after which a least squares has stalled: converging ones took 100 to 1,400 (k = 4
 # and 8 fat-trees, LIA, OLIA, BALIA, Reno), stalled ones ran to scipy's 100 per unknown (a
 # minute on a k = 4 fat-tree's 89) before the next start found the rest
 _STALLED = 2000
+# single paths: evaluations after which the least squares is taken to be stuck on a flat side
+# (`_lift`): converging ones took 10 to 110 (k = 4 and 8 fat-trees, Reno and DCTCP), with ACKs
+# from the rest without them 6 to 75 (k = 4, eight hash seeds)
+_FLAT = 200
+_WITH_ACKS = 100
+# the largest residual of a stall worth a lift (k = 4, with ACKs: 3e-4, then found; the k = 8
+# fat-tree at 10 Gb/s with ACKs stalls at 5e-3 and stays there lifted)
+_LIFTABLE = 1e-3
 
 
-def _related(problem: Any, routing: np.ndarray, marking: np.ndarray,
+def _related(problem: Any, network: Network, marking: np.ndarray,
              coupled: CoupledWindows | None) -> np.ndarray:
     """Which unknowns (the marking links' positions, then the coupled windows' y) each residual
-    may depend on: a link's balance moves with the positions of the links that its flows, and
-    the flows sharing a NIC or a connection with them, cross, and with those flows' windows; a
-    subflow's window (or its NIC's share) with the same around it.
-    Differences of unrelated unknowns are taken together (`_grouped_differences`)."""
-    links = routing.shape[0]
+    may depend on: a link's balance on the flows whose data or ACKs it carries, those flows on
+    the positions of the links where their data or ACKs wait and on the flows sharing a NIC or
+    a connection with them or loading their NIC with ACKs; a subflow's window (or its NIC's
+    theta) on the same around it. Differences of unrelated unknowns are taken together
+    (`_grouped_differences`)."""
+    links = network.capacity.size
     nic, connection = np.asarray(problem.nic), np.asarray(problem.subflow_flow)
-    crossed = (routing[marking] > 0).astype(float)
-    same_connection = connection[:, None] == connection[None, :]
-    near = (same_connection | ((nic[:, None] == nic[None, :]) & (nic[:, None] < links))
-            ).astype(float)
-    link_link = crossed @ near @ crossed.T > 0
-    if coupled is None:
-        return link_link | np.eye(link_link.shape[0], dtype=bool)
-    owner = coupled.owner().astype(float)
-    related = np.block([[link_link, crossed @ near @ owner.T > 0],
-                        [owner @ near @ crossed.T > 0, owner @ near @ owner.T > 0]])
-    return related | np.eye(related.shape[0], dtype=bool)
+    acks = np.zeros_like(network.routing) if network.acks is None else network.acks
+    reads = [(network.routing + acks)[marking] > 0]
+    acts = [network.waits()[marking] > 0]
+    near = (connection[:, None] == connection[None, :]) | (
+        (nic[:, None] == nic[None, :]) & (nic[:, None] < links))
+    near[nic < links] |= acks[nic[nic < links]] > 0  # the flows whose ACKs take room at its NIC
+    if coupled is not None:
+        reads.append(coupled.owner())
+        acts.append(coupled.owner())
+    read, act = (np.concatenate(part).astype(float) for part in (reads, acts))
+    return (read @ near.astype(float) @ act.T > 0) | np.eye(read.shape[0], dtype=bool)
 
 
 def _grouped_differences(function: Callable[[np.ndarray], np.ndarray], related: np.ndarray,
@@ -616,15 +765,16 @@ def _receiver_flows(compiled: Compiled) -> np.ndarray:
     return np.asarray(receiver_sum(ones, signals))
 
 
-def _shadowed(problem: Any, routing: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """Per link, whether a link before it on the path carries exactly its flows at no more
-    capacity: then it never receives more than it serves (single paths)."""
+def _upstream(problem: Any, network: Network) -> np.ndarray:
+    """Per link, the link before it on the path that carries exactly its flows' data at no more
+    capacity (-1: none): then it never receives more data than it serves (single paths)."""
+    routing, capacity = network.routing, network.capacity
     links = capacity.size
     order = np.full((links, routing.shape[1]), -1)  # each flow's hop index at each link
     for path, hops in enumerate(np.asarray(problem.path_hops)):
         real = hops[hops < links]
         order[real, np.asarray(problem.path_subflow)[path]] = np.arange(real.size)
-    shadowed = np.zeros(links, bool)
+    upstream = np.full(links, -1)
     crossed = routing > 0
     _, group = np.unique(crossed, axis=0, return_inverse=True)
     for members in (np.flatnonzero(group.reshape(-1) == g) for g in np.unique(group)):
@@ -632,16 +782,50 @@ def _shadowed(problem: Any, routing: np.ndarray, capacity: np.ndarray) -> np.nda
             continue
         flow = np.flatnonzero(crossed[members[0]])[0]
         first = members[np.argmin(order[members, flow])]
-        shadowed[members] = (members != first) & (capacity[members] >= capacity[first])
-    return shadowed
+        later = (members != first) & (capacity[members] >= capacity[first])
+        upstream[members[later]] = first
+    return upstream
 
 
-def _nic_share(wanted: np.ndarray, nic: np.ndarray, count: np.ndarray, capacity: np.ndarray
-               ) -> np.ndarray:
-    """Each flow's part of its NIC when the NIC is the limit: the NIC's rate shared in
-    proportion to what the flows want (the solver's rule), infinite on an unlimited NIC."""
+def _most_load(problem: Any, network: Network, upstream: np.ndarray) -> np.ndarray:
+    """Per link, the most it can be given (bytes/s): each flow's data at the least capacity of
+    the hops before it (NIC included), on a link downstream of one carrying the same data
+    (`upstream`) no more than that link serves, and the ACKs of flows at their paths' least
+    capacity."""
+    capacity, count = network.capacity, network.count
     links = capacity.size
-    nic_rate = np.append(capacity, np.inf)[nic]
-    wanted = np.minimum(wanted, nic_rate)  # a flow that nothing signals wants all of its NIC
-    demand = np.bincount(nic, weights=count * wanted, minlength=links + 1)[nic]
-    return np.where(demand >= nic_rate, wanted * nic_rate / np.maximum(demand, 1e-300), np.inf)
+    data = np.zeros(links)
+    least = np.full(count.size, np.inf)  # each flow's least capacity along its path
+    for path, hops in enumerate(np.asarray(problem.path_hops)):
+        real = hops[hops < links]
+        flow = np.asarray(problem.path_subflow)[path]
+        before = np.minimum.accumulate(np.concatenate([[np.inf], capacity[real]]))
+        data[real] += before[:-1] * count[flow] * float(np.asarray(problem.path_weight)[path])
+        least[flow] = min(least[flow], before[-1])
+    data = np.where(upstream >= 0, np.minimum(data, capacity[upstream]), data)
+    acks = 0.0 if network.acks is None else network.acks @ (np.where(
+        np.isfinite(least), least, 0.0) * count)
+    return data + acks
+
+
+def _nic_limited(wanted: np.ndarray, nic: np.ndarray, network: Network
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(rate per flow, room per link): what each flow sends where its NIC limits it, the NIC's
+    room for data (its capacity less the ACKs of the flows its host receives, which it sends
+    first: the solver's rule) shared in proportion to what its flows want. The ACKs' rates may
+    be held by their own NICs in turn: a fixed point, reached by iteration (each round changes
+    the rates by about the ACK bytes per data byte, a few per cent, times the last change)."""
+    capacity, count = network.capacity, network.count
+    # a flow that nothing signals wants all of its NIC, and no more (finite arithmetic)
+    wanted = np.minimum(wanted, np.append(capacity, np.inf)[nic])
+    rate, room = wanted, capacity
+    for _ in range(1 if network.acks is None else 100):
+        before = rate
+        if network.acks is not None:
+            room = np.maximum(capacity - network.ack_load(rate), 0.0)
+        limit = np.append(room, np.inf)[nic]
+        demand = np.bincount(nic, count * wanted, capacity.size + 1)[nic]
+        rate = np.where(demand > limit, wanted * limit / np.maximum(demand, 1e-300), wanted)
+        if np.all(np.abs(rate - before) <= 1e-15 * np.abs(rate)):
+            break
+    return rate, room

@@ -68,23 +68,41 @@ __all__ = ["Network", "alpha_fair", "dctcp_allocation", "fairness_of", "max_min"
 class Network:
     """What an allocation is judged on: routing (links x flows), capacities (bytes/s), and per
     flow the number of identical flows it stands for and its base round trip (s; nan where
-    not known)."""
+    not known); for the rest state (`analysis.equilibrium`), the ACKs' load too. The
+    allocations of this module judge data alone."""
 
     routing: np.ndarray
     capacity: np.ndarray
     count: np.ndarray
     base_rtt: np.ndarray | None = None
+    # ACKs as load (`network_of(..., acks=True)`): links x flows, the ACK bytes that cross each
+    # link per data byte a flow delivers (its ACK ratio on the reverse of each hop); None: none
+    acks: np.ndarray | None = None
 
     def load(self, rates: np.ndarray) -> np.ndarray:
-        """Bytes/s each link carries at per-flow `rates`."""
-        return self.routing @ (self.count * rates)
+        """Bytes/s each link carries at per-flow `rates`: data, and ACKs where `acks` is set."""
+        sent = self.count * rates
+        return self.routing @ sent + (0.0 if self.acks is None else self.acks @ sent)
+
+    def ack_load(self, rates: np.ndarray) -> np.ndarray:
+        """Bytes/s of ACKs each link carries at per-flow `rates` (0 without `acks`)."""
+        if self.acks is None:
+            return np.zeros(self.capacity.size)
+        return self.acks @ (self.count * rates)
+
+    def waits(self) -> np.ndarray:
+        """(links, flows): the part of a flow that waits in each link's queue on its round trip,
+        data out and ACKs back (R_lr, and 1 on the reverse links its ACKs cross)."""
+        return self.routing if self.acks is None else self.routing + (self.acks > 0)
 
 
-def network_of(compiled: Compiled, subflows: bool = False
+def network_of(compiled: Compiled, subflows: bool = False, acks: bool = False
                ) -> tuple[Network, np.ndarray, list[str]]:
     """A compiled scenario's network over the solver's controllers, each flow's controller,
     and each flow's "src->dst". `subflows`: a connection may have several subflows (a column
-    each; the caller reads `problem.subflow_flow`), each still on one path."""
+    each; the caller reads `problem.subflow_flow`), each still on one path. `acks`: with the
+    ACK load of the solver's model (`Network.acks`: `Problem.ack` bytes per data byte on each
+    hop's `Problem.reverse`; none where the scenario's ACKs have no size)."""
     problem = compiled.problem
     controllers = np.asarray(problem.count).size
     owner = np.asarray(problem.path_subflow)
@@ -99,13 +117,19 @@ def network_of(compiled: Compiled, subflows: bool = False
     capacity = np.asarray(problem.queues.capacity, dtype=float)
     links = capacity.size - 1  # the last is the solver's padding link
     routing = np.zeros((links, controllers))
+    back = np.zeros((links, controllers))
+    reverse = np.asarray(problem.reverse)
     for path, hops in enumerate(np.asarray(problem.path_hops)):
         real = hops[hops < links]
-        routing[real, owner[path]] += float(np.asarray(problem.path_weight)[path])
+        weight = float(np.asarray(problem.path_weight)[path])
+        routing[real, owner[path]] += weight
+        returning = reverse[real]
+        back[returning[returning < links], owner[path]] += weight
     base_rtt = np.full(controllers, np.nan)
     base_rtt[owner] = np.asarray(problem.path_base_rtt, dtype=float)
+    ack = np.asarray(problem.ack, dtype=float)
     network = Network(routing, capacity[:links], np.asarray(problem.count, dtype=float),
-                      base_rtt)
+                      base_rtt, back * ack if acks and (back * ack).any() else None)
     names = [f"{flow.src}->{flow.dst}" for flow in compiled.routes.flows]
     return network, np.asarray(compiled.controller_of), names
 

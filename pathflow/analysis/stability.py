@@ -58,16 +58,20 @@ marking ramps (OLIA is refused: its rest lies where its sets switch, a sliding m
 linearisation; tests/test_equilibrium_mptcp.py checks the verdicts on two paths). Step marking
 (DCTCP's ECN step, drop-tail's full buffer) has no derivative at its threshold (infinite gain):
 its rest state is the centre of a limit cycle (`analysis.equilibrium` finds it on the ECN step),
-refused here with the reason. Flows that their NIC holds (no signal on their path) are constant
-sources; links without a queue at rest stay empty under small perturbations and are left out, as
-are the ACK load and the queueing of ACKs (as in the equilibrium) and the thinning of a flow by
-losses upstream of a bottleneck (second order in the drop probability). Linear: it predicts
+refused here with the reason. ACKs are load and wait in the queues' balances and the round trips
+as in the equilibrium (where it has them: its attrs["acks"]). Flows that their NIC holds are
+constant sources (with ACKs, the room their NIC leaves them moves with the other flows' ACKs:
+left out, a few per cent of a few per cent); links without a queue at rest stay empty under
+small perturbations and are left out, as is the thinning of a flow by losses upstream of a
+bottleneck (second order in the drop probability). Linear: it predicts
 local stability, the settling of small perturbations, and the onset of oscillation; not the
 amplitude of a limit cycle nor the start-up transient.
 
 Validation
 ----------
-tests/test_stability.py: Reno on RED against the linearisation of Hollot, Misra, Towsley and
+tests/test_equilibrium.py: with ACKs on a k = 4 fat-tree, DCTCP predicted stable where the
+simulation settles, Reno unstable where it cycles. tests/test_stability.py: Reno on RED against
+the linearisation of Hollot, Misra, Towsley and
 Gong (2001) written out by hand (roots to 1e-6), their sufficient stability condition, and the
 simulation on either side of the predicted critical gain; DCQCN with the conext2016 parameters at
 85 us (Zhu et al. 2016: unstable for N = 10, stable for N = 2 and 64) and its critical delay
@@ -391,6 +395,11 @@ class _Closed:
         network = rest.network
         self.names = [link.name for link in compiled.network.links]
         self.routing = jnp.asarray(network.routing)
+        # the links' arrivals: data, and ACKs where they have a size; the round trip waits in
+        # the queues of both
+        self.carried = jnp.asarray(network.routing if network.acks is None
+                                   else network.routing + network.acks)
+        self.waits = jnp.asarray(network.waits())
         self.on_path = jnp.asarray(network.routing > 0, float)
         self.capacity = jnp.asarray(network.capacity)
         self.count = jnp.asarray(network.count)
@@ -437,7 +446,7 @@ class _Closed:
         return state, queue, measure
 
     def _rtt(self, queue: jax.Array) -> jax.Array:
-        return self.base + self.routing.T @ (queue / self.capacity)
+        return self.base + self.waits.T @ (queue / self.capacity)
 
     def _rate(self, state: dict[str, jax.Array], rtt: jax.Array) -> jax.Array:
         """Bytes/s per controller: the model's rate where a signal holds it, else the rest
@@ -475,7 +484,7 @@ class _Closed:
         slope = self.model.derivative(state, signals, self.params)
         parts = [slope[key][self.moving] for key in self.keys]
         _, drop = self.discipline.congestion(measure, self.aqm)
-        arrival = self.routing @ (self.count * self._rate(state, rtt))
+        arrival = self.carried @ (self.count * self._rate(state, rtt))
         parts.append(((1.0 - drop) * arrival - self.capacity)[self.queued])
         if self.averaged:
             def averaged(dt: jax.Array) -> jax.Array:
@@ -514,7 +523,8 @@ class _Closed:
         columns = [np.asarray(leaf, float)[self.moving] for leaf in jax.tree.leaves(self.params)]
         columns += [np.asarray(self.state0[key], float)[self.moving] for key in self.keys]
         columns += [np.asarray(self.count, float)[self.moving], lin.delay[:m]]
-        columns += list(np.asarray(self.routing)[np.ix_(self.queued, self.moving)])
+        for crossing in (self.routing, self.carried):  # data, and data with ACKs
+            columns += list(np.asarray(crossing)[np.ix_(self.queued, self.moving)])
         table = np.nan_to_num(np.column_stack(columns), nan=-1.0, posinf=1e300, neginf=-1e300)
         scale = np.max(np.abs(table), axis=0)
         table = np.round(table / np.where(scale > 0, scale, 1.0), 10)

@@ -112,7 +112,6 @@ class CoupledWindows:
         self.nic_of = np.full(size, -1)
         self.nic_of[limited] = at_nic.reshape(-1)
         nics, nic_of = self.nics.size, jnp.asarray(self.nic_of)
-        nic_rate = jnp.asarray(capacity[self.nics])
         state = {key: jnp.asarray(value, float) + jnp.zeros(size)
                  for key, value in model.initial_state(params).items()}
         state["slow_start"] = jnp.zeros(size)
@@ -141,7 +140,7 @@ class CoupledWindows:
                                   in zip(keys, values, now, along, strict=True)}}
 
         def residual(model: WindowControl, y: jax.Array, mark: jax.Array, loss: jax.Array,
-                     rtt: jax.Array) -> jax.Array:
+                     rtt: jax.Array, nic_rate: jax.Array) -> jax.Array:
             current, signals = signals_at(y, mark, loss, rtt)
             current = settled(model, current, signals, self.keys)
             window = current["cwnd"]
@@ -197,13 +196,15 @@ class CoupledWindows:
         return np.exp(y[:self.size])
 
     def residual(self, stage: int, y: np.ndarray, mark: np.ndarray, loss: np.ndarray,
-                 rtt: np.ndarray) -> np.ndarray:
+                 rtt: np.ndarray, room: np.ndarray) -> np.ndarray:
         """The windows' complementarity (the extra states settled) and the NICs' boxes at
-        the path signals and round trips given; a subflow that nothing signals is given a
+        the path signals, round trips and room per link (bytes/s a NIC has for data: its
+        capacity less its host's ACKs) given; a subflow that nothing signals is given a
         signal of 1e-12 (its window grows until its NIC holds its rate either way)."""
         mark = np.where(mark + loss > 0, mark, _UNSIGNALLED)
         return np.asarray(self._residuals[stage](jnp.asarray(y), jnp.asarray(mark),
-                                                 jnp.asarray(loss), jnp.asarray(rtt)))
+                                                 jnp.asarray(loss), jnp.asarray(rtt),
+                                                 jnp.asarray(room[self.nics])))
 
 
 def _regularised(model: WindowControl) -> list[WindowControl]:

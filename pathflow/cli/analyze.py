@@ -136,6 +136,9 @@ def _predictions(scenario: Scenario
     loaded = rest.queue.values > 0
     queues = ", ".join(f"{link} {format_bytes(float(q))}" for link, q in
                        zip(rest.link.values[loaded], rest.queue.values[loaded], strict=True))
+    if rest.attrs["acks"] == "left out":
+        queues = (f"{queues or 'no queue'} (ACKs left out: no rest state found with their "
+                  "load; the simulation has them)")
     try:
         stable: xr.Dataset | str = stability(scenario, rest=found)
     except ScenarioError as why:  # a rest state without a linearisation (the ECN step)
