@@ -143,17 +143,22 @@ def test_a_large_incast_rests_with_every_window_at_its_floor() -> None:
     assert float(steady.queue.max("link").mean()) == pytest.approx(standing, rel=0.02)
 
 
+def _fat_tree(cc: str, seed: int) -> Scenario:
+    """A k = 4 fat-tree permutation at 1 Gb/s, RED with ECN, ECMP, the mean-field form, 6 s."""
+    return pathflow.load_scenario(
+        Path(__file__).parents[1] / "examples" / "fattree_permutation.toml").with_updates({
+            "topology.link_rate": "1Gbps", "topology.delay": "50us",
+            "topology.buffer": "1000pkt", "aqm": RED, "transport.cc": cc,
+            "transport.reaction": "mean", "run.seed": seed, "run.duration": "6s",
+            "run.warmup": "4s"})
+
+
 @pytest.mark.parametrize("cc", ["reno", "dctcp"])
 def test_a_k4_fat_tree_settles_at_it(cc: str) -> None:
     """A k = 4 fat-tree permutation (1 Gb/s, RED with ECN, ECMP; mean form), ACKs of no size
     (the equilibrium leaves their load out): every part is predicted stable, and the simulated
     steady state is the rest state within 2 % (rates and the loaded queues; measured 1e-4)."""
-    scenario = pathflow.load_scenario(
-        Path(__file__).parents[1] / "examples" / "fattree_permutation.toml").with_updates({
-            "topology.link_rate": "1Gbps", "topology.delay": "50us",
-            "topology.buffer": "1000pkt", "aqm": RED, "transport.cc": cc,
-            "transport.reaction": "mean", "transport.ack_size": "0B", "run.seed": 4,
-            "run.duration": "6s", "run.warmup": "4s"})
+    scenario = _fat_tree(cc, 4).with_updates({"transport.ack_size": "0B"})
     rest = equilibrium(scenario)
     assert rest.attrs["residual"] < 1e-8
     assert bool(stability(scenario).stable.all())
@@ -167,15 +172,6 @@ def test_a_k4_fat_tree_settles_at_it(cc: str) -> None:
                                rest.queue.values[loaded], rtol=0.02)
 
 
-def _fat_tree_with_acks(cc: str, seed: int) -> Scenario:
-    return pathflow.load_scenario(
-        Path(__file__).parents[1] / "examples" / "fattree_permutation.toml").with_updates({
-            "topology.link_rate": "1Gbps", "topology.delay": "50us",
-            "topology.buffer": "1000pkt", "aqm": RED, "transport.cc": cc,
-            "transport.reaction": "mean", "run.seed": seed, "run.duration": "6s",
-            "run.warmup": "4s"})
-
-
 @pytest.mark.parametrize(("seed", "queues"), [(2, True), (1, False)])
 def test_acks_as_load_on_a_k4_fat_tree(seed: int, queues: bool) -> None:
     """The same fat-tree with 64 B ACKs (every 2nd segment): a host's link carries its ACKs
@@ -185,7 +181,7 @@ def test_acks_as_load_on_a_k4_fat_tree(seed: int, queues: bool) -> None:
     rates (measured 1e-6 on seed 2, 1.2 % on seed 1) and, on seed 2, the loaded queues (1e-6).
     On seed 1 two host ports are full by a near-tie (a flow at its NIC's rate and another's
     ACKs), where the queue barely moves any rate: the simulation's 5 % lower (reported)."""
-    scenario = _fat_tree_with_acks("dctcp", seed)
+    scenario = _fat_tree("dctcp", seed)
     rest = rest_state(scenario)
     assert rest.residual < 1e-8
     assert equilibrium(scenario, rest).attrs["acks"] == "load"
@@ -210,7 +206,7 @@ def test_a_rest_state_not_found_with_acks_says_it_leaves_them_out(
         return marking, np.full_like(x, 0.3)
 
     monkeypatch.setattr("pathflow.analysis.equilibrium._with_acks", unsettled)
-    scenario = _fat_tree_with_acks("dctcp", 1)
+    scenario = _fat_tree("dctcp", 1)
     rest = equilibrium(scenario)
     bare = equilibrium(scenario.with_updates({"transport.ack_size": "0B"}))
     assert (rest.attrs["acks"], bare.attrs["acks"]) == ("left out", "none")
@@ -223,7 +219,7 @@ def test_acks_make_reno_on_the_fat_tree_cycle() -> None:
     wait in the reverse queues lengthens the loop), and the simulation cycles: its queues swing
     by more than half their mean (measured 0.88) where with ACKs of no size they settle to
     within 10 % (0.07)."""
-    scenario = _fat_tree_with_acks("reno", 2)
+    scenario = _fat_tree("reno", 2)
     assert not bool(stability(scenario).stable.all())
     for ack_size, swing in (("64B", 0.5), ("0B", 0.1)):
         ds = pathflow.simulate(scenario.with_updates({"transport.ack_size": ack_size}))

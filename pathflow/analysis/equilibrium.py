@@ -233,7 +233,7 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
         queue, p_link = np.where(marking, queue, 0.0), np.where(marking, p_link, 0.0)
         mark, loss = (1.0 - np.exp(routing.T @ np.log1p(-np.minimum(p_link * share, 1 - 1e-15)))
                       for share in (markers.ecn, 1.0 - markers.ecn))
-        rtt = base_rtt + net.waits().T @ (queue / capacity)
+        rtt = base_rtt + net.waits.T @ (queue / capacity)
         if coupled:
             window = coupled.window(x[loaded:])
             wanted = window / rtt * packet
@@ -273,7 +273,7 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
             low, high = np.concatenate([low, bounds[0]]), np.concatenate([high, bounds[1]])
         related = _related(problem, net, marking, coupled)
 
-        def least_squares(start: np.ndarray, stage: int, budget: int = _STALLED) -> np.ndarray:
+        def least_squares(start: np.ndarray, stage: int, budget: int) -> np.ndarray:
             def stage_residual(x: np.ndarray) -> np.ndarray:
                 return residual(x, marking, stage, net)
 
@@ -310,14 +310,13 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
     # queue (`_most_load`): one that nothing crosses, or only ACKs, or one downstream of a link
     # carrying the same data at no more capacity and no more than its slack in ACKs
     upstream = _upstream(problem, network)
-    able = np.isfinite(markers.low) & (_most_load(problem, network, upstream) > capacity)
     if coupled:
         # every link that data or ACKs cross but those downstream of one carrying the same
         # data with no ACKs of their own: the coupled windows' least squares took its way to
         # the k = 4 fat-tree's rest with these unknowns (with only the `able` ones LIA's
         # stalled at 1e-2). It may stall from one start: windows of 10 packets, then of 40
         acked = np.zeros(links, bool) if network.acks is None else network.acks.any(axis=1)
-        marking = (np.isfinite(markers.low) & network.waits().any(axis=1)
+        marking = (np.isfinite(markers.low) & network.waits.any(axis=1)
                    & ((upstream < 0) | acked))
         x = solve(marking, [np.concatenate([np.full(marking.sum(), 0.5), coupled.start(window)])
                             for window in (10.0, 40.0)])
@@ -328,6 +327,7 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
         marking = np.isfinite(markers.low) & (_most_load(problem, bare, upstream) > capacity)
         x = solve(marking, [np.full(marking.sum(), 0.5)], bare)
         if network.acks is not None:
+            able = np.isfinite(markers.low) & (_most_load(problem, network, upstream) > capacity)
             grown, y = _with_acks(x, marking, able, lambda x, m: network.load(state(x, m)[4]),
                                   capacity, lambda m, s: solve(m, s, network, _WITH_ACKS),
                                   lambda x, m: left(x, m, network) <= 1e-8)
@@ -441,7 +441,7 @@ def _related(problem: Any, network: Network, marking: np.ndarray,
     nic, connection = np.asarray(problem.nic), np.asarray(problem.subflow_flow)
     acks = np.zeros_like(network.routing) if network.acks is None else network.acks
     reads = [(network.routing + acks)[marking] > 0]
-    acts = [network.waits()[marking] > 0]
+    acts = [network.waits[marking] > 0]
     near = (connection[:, None] == connection[None, :]) | (
         (nic[:, None] == nic[None, :]) & (nic[:, None] < links))
     near[nic < links] |= acks[nic[nic < links]] > 0  # the flows whose ACKs take room at its NIC

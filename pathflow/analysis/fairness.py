@@ -48,6 +48,7 @@ progressive filling.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -81,8 +82,7 @@ class Network:
 
     def load(self, rates: np.ndarray) -> np.ndarray:
         """Bytes/s each link carries at per-flow `rates`: data, and ACKs where `acks` is set."""
-        sent = self.count * rates
-        return self.routing @ sent + (0.0 if self.acks is None else self.acks @ sent)
+        return self.routing @ (self.count * rates) + self.ack_load(rates)
 
     def ack_load(self, rates: np.ndarray) -> np.ndarray:
         """Bytes/s of ACKs each link carries at per-flow `rates` (0 without `acks`)."""
@@ -90,6 +90,7 @@ class Network:
             return np.zeros(self.capacity.size)
         return self.acks @ (self.count * rates)
 
+    @functools.cached_property
     def waits(self) -> np.ndarray:
         """(links, flows): the part of a flow that waits in each link's queue on its round trip,
         data out and ACKs back (R_lr, and 1 on the reverse links its ACKs cross)."""
@@ -127,9 +128,9 @@ def network_of(compiled: Compiled, subflows: bool = False, acks: bool = False
         back[returning[returning < links], owner[path]] += weight
     base_rtt = np.full(controllers, np.nan)
     base_rtt[owner] = np.asarray(problem.path_base_rtt, dtype=float)
-    ack = np.asarray(problem.ack, dtype=float)
+    back *= np.asarray(problem.ack, dtype=float)  # ACK bytes per delivered data byte
     network = Network(routing, capacity[:links], np.asarray(problem.count, dtype=float),
-                      base_rtt, back * ack if acks and (back * ack).any() else None)
+                      base_rtt, back if acks and back.any() else None)
     names = [f"{flow.src}->{flow.dst}" for flow in compiled.routes.flows]
     return network, np.asarray(compiled.controller_of), names
 

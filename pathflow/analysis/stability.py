@@ -403,7 +403,7 @@ class _Closed:
         # the queues of both
         self.carried = jnp.asarray(network.routing if network.acks is None
                                    else network.routing + network.acks)
-        self.waits = jnp.asarray(network.waits())
+        self.waits = jnp.asarray(network.waits)
         self.on_path = jnp.asarray(network.routing > 0, float)
         self.capacity = jnp.asarray(network.capacity)
         self.count = jnp.asarray(network.count)
