@@ -183,15 +183,17 @@ class Trajectory(NamedTuple):
 
 
 class _Sums(NamedTuple):
-    arrival: Array
-    departure: Array
-    drop: Array
-    mark: Array
-    flow_rate: Array
-    send_rate: Array
-    pause: Array
-    queue_max: Array
-    queue_min: Array
+    """A step's values, or their running sums over a record interval, stacked so that one
+    kernel a step updates each stack: on a CPU a step costs about its kernel count, and nine
+    separate sums cost 17 % of the k = 8 fat-tree's step, these three 7 % (benchmarks/README.md)."""
+
+    links: Array  # (5, L+1): arrival, departure, drop, mark (bytes/s), pause (fraction)
+    flows: Array  # (2, F): delivered and sent (bytes/s)
+    extremes: Array  # (2, L+1): the queue and minus the queue (bytes), summed by their maximum
+
+    def add(self, now: _Sums) -> _Sums:
+        return _Sums(self.links + now.links, self.flows + now.flows,
+                     jnp.maximum(self.extremes, now.extremes))
 
 
 def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
@@ -298,7 +300,9 @@ def _rtt(queue: Array, problem: Problem, layout: _Layout) -> Array:
     """Split-weighted round-trip time per controller: base + sum over its paths' hops of q/C,
     data out and ACKs back (the reverse link's q/C; zero for the padding link), summed once per
     distinct (hop, link) slot with the slot's share (exact, it is linear)."""
-    waiting = queue / problem.queues.capacity
+    # a product by the reciprocal, which XLA computes once outside the step loop: on a CPU the
+    # division of every link's queue cost 7 % of the k = 8 fat-tree's step (benchmarks/README.md)
+    waiting = queue * (1.0 / problem.queues.capacity)
     queueing = (waiting + waiting[problem.reverse])[layout.link]
     return layout.base_rtt + jnp.sum(layout.share * queueing, axis=1)
 
@@ -524,10 +528,9 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     new_carry = Carry(carry.step + 1, state, delivered, flow_total, completion, turn, block_done,
                       moved.queue, measure, ratio, held, views, decided, rtt_later,
                       _acks(flow_rate, ratio, problem, layout, widths), feedback, timers)
-    marked = mark * arrival
-    sums = _Sums(arrival, moved.departure, moved.drop, marked, flow_rate, send, paused,
-                 moved.queue, moved.queue)
-    return new_carry, sums
+    now = _Sums(jnp.stack([arrival, moved.departure, moved.drop, mark * arrival, paused]),
+                jnp.stack([flow_rate, send]), jnp.stack([moved.queue, -moved.queue]))
+    return new_carry, now
 
 
 def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
@@ -614,15 +617,12 @@ def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, car
     def body(inner: tuple[Carry, _Sums], _: None) -> tuple[tuple[Carry, _Sums], None]:
         current, sums = inner
         current, now = _step(physics, problem, layout, current)
-        summed = _Sums(*(a + b for a, b in zip(sums[:7], now[:7], strict=True)),
-                       jnp.maximum(sums.queue_max, now.queue_max),
-                       jnp.minimum(sums.queue_min, now.queue_min))
-        return (current, summed), None
+        return (current, sums.add(now)), None
 
     links, controllers = carry.queue.shape[0], carry.delivered.shape[0]
-    zl = jnp.zeros(links, carry.queue.dtype)
-    zf = jnp.zeros(controllers, carry.queue.dtype)
-    start = _Sums(zl, zl, zl, zl, zf, zf, zl, zl, jnp.full(links, jnp.inf, carry.queue.dtype))
+    dtype = carry.queue.dtype
+    start = _Sums(jnp.zeros((5, links), dtype), jnp.zeros((2, controllers), dtype),
+                  jnp.full((2, links), -jnp.inf, dtype))
     if steps is None:
         (carry, sums), _ = jax.lax.scan(body, (carry, start), None, length=grid.steps_per_record)
         n = grid.steps_per_record
@@ -630,11 +630,12 @@ def _record(physics: Physics, problem: Problem, layout: _Layout, grid: Grid, car
         carry, sums = jax.lax.fori_loop(0, steps, lambda _, inner: body(inner, None)[0],
                                         (carry, start))
         n = jnp.maximum(steps, 1).astype(carry.queue.dtype)  # 0: a record not run
+    arrival, departure, drop, mark, pause = sums.links / n
+    flow_rate, send_rate = sums.flows / n
     sample = Trajectory(
-        queue=carry.queue, queue_max=sums.queue_max, queue_min=sums.queue_min,
-        arrival=sums.arrival / n, departure=sums.departure / n, drop=sums.drop / n,
-        mark=sums.mark / n, pause=sums.pause / n, flow_rate=sums.flow_rate / n,
-        send_rate=sums.send_rate / n,
+        queue=carry.queue, queue_max=sums.extremes[0], queue_min=-sums.extremes[1],
+        arrival=arrival, departure=departure, drop=drop, mark=mark, pause=pause,
+        flow_rate=flow_rate, send_rate=send_rate,
         rtt=carry.rtt, state=carry.state, delivered=carry.delivered,
         completion=carry.completion, block_done=carry.block_done, dt=problem.dt,
         stall=carry.timers.stall,
