@@ -164,12 +164,14 @@ def _regrid(carry: Carry, old: int, new: int) -> Carry:
     pad = size - len(rows)
     slots = _refile(carry.feedback.slots, np.pad(rows, (0, pad), constant_values=history),
                     np.pad(cols, (0, pad)), np.pad(entries, ((0, pad), (0, 0))))
-    feedback = carry.feedback._replace(slots=slots, due=jnp.asarray(due))
+    feedback = carry.feedback._replace(slots=slots, due=jax.device_put(due))
     turn = stepped - int(step)
-    # numpy: jnp.roll compiles anew for every shift, and these hold a few PFC decisions
-    return carry._replace(step=jnp.asarray(stepped, carry.step.dtype), feedback=feedback,
-                          pause_views=jnp.asarray(np.roll(carry.pause_views, turn, axis=0)),
-                          pause_times=jnp.asarray(np.roll(carry.pause_times, turn, axis=0)))
+    # numpy, put on the device as is: jnp.roll compiles anew for every shift, and a jnp.asarray
+    # of a Python number or with a dtype compiles a conversion in every fresh process
+    return carry._replace(step=jax.device_put(np.asarray(stepped, carry.step.dtype)),
+                          feedback=feedback,
+                          pause_views=jax.device_put(np.roll(carry.pause_views, turn, axis=0)),
+                          pause_times=jax.device_put(np.roll(carry.pause_times, turn, axis=0)))
 
 
 @partial(jax.jit, donate_argnums=0)
