@@ -189,7 +189,7 @@ class _Sums(NamedTuple):
 
     links: Array  # (5, L+1): arrival, departure, drop, mark (bytes/s), pause (fraction)
     flows: Array  # (2, F): delivered and sent (bytes/s)
-    extremes: Array  # (2, L+1): the queue and minus the queue (bytes), summed by their maximum
+    extremes: Array  # (2, L+1): the queue and minus the queue (bytes), kept by their maximum
 
     def add(self, now: _Sums) -> _Sums:
         return _Sums(self.links + now.links, self.flows + now.flows,

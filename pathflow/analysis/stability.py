@@ -64,20 +64,19 @@ constant sources (with ACKs, the room their NIC leaves them moves with the other
 left out). With ACKs the verdict can miss a cycle: on the k = 4 fat-tree (DCTCP on RED,
 1 Gb/s, 64 B ACKs, eight hash seeds) it says stable on five, where the simulation settles on
 three and cycles on two (seeds 5 and 7; with ACKs of no size all five settle): the NIC-held
-flows' room and the ports full by a tie (neutral queues) are outside the linearisation.
-Links without a queue at rest stay empty under
-small perturbations and are left out, as is the thinning of a flow by losses upstream of a
-bottleneck (second order in the drop probability). Linear: it predicts
-local stability, the settling of small perturbations, and the onset of oscillation; not the
-amplitude of a limit cycle nor the start-up transient.
+flows' room and the ports full by a tie (neutral queues) are outside the linearisation. Links
+without a queue at rest stay empty under small perturbations and are left out, as is the
+thinning of a flow by losses upstream of a bottleneck (second order in the drop probability).
+Linear: it predicts local stability, the settling of small perturbations, and the onset of
+oscillation; not the amplitude of a limit cycle nor the start-up transient.
 
 Validation
 ----------
 tests/test_equilibrium.py: with ACKs on a k = 4 fat-tree, DCTCP predicted stable where the
 simulation settles, Reno unstable where it cycles. tests/test_stability.py: Reno on RED against
-the linearisation of Hollot, Misra, Towsley and
-Gong (2001) written out by hand (roots to 1e-6), their sufficient stability condition, and the
-simulation on either side of the predicted critical gain; DCQCN with the conext2016 parameters at
+the linearisation of Hollot, Misra, Towsley and Gong (2001) written out by hand (roots to
+1e-6), their sufficient stability condition, and the simulation on either side of the
+predicted critical gain; DCQCN with the conext2016 parameters at
 85 us (Zhu et al. 2016: unstable for N = 10, stable for N = 2 and 64) and its critical delay
 against the simulation; roots against margins (at the critical delay a root sits at j omega_c).
 tests/test_equilibrium_dcqcn_plus.py: DCQCN+ verdicts against the simulation (2 and 4 flows at
