@@ -36,15 +36,18 @@ _ADAPTIVE_SEGMENTS = 64
 
 # XLA's CPU options for the step loop. A step is some 60 small kernels (a few hundred values
 # each); by default XLA hands independent ones to other threads, which costs more than it wins
-# at this size. With these two, on two CPUs (a notebook or script: the command line pins itself
-# to one, `cli.console.setup_jax`) the k = 8 fat-tree's loop runs 19 % faster, on one CPU 3 %,
-# every result bit for bit the same (benchmarks/README.md, "XLA options").
-LOOP_OPTIONS: dict[str, bool] = {"xla_cpu_copy_insertion_use_region_analysis": True,
-                                 "xla_cpu_enable_concurrency_optimized_scheduler": False}
+# at this size. With the first two, on two CPUs (a notebook or script: the command line pins
+# itself to one, `cli.console.setup_jax`) the k = 8 fat-tree's loop runs 19 % faster, on one CPU
+# 3 %; vectors of 512 bits where the CPU has them (AVX-512; a hint, which a CPU without them
+# ignores) take another 3 to 5 % off a step; every result bit for bit the same
+# (benchmarks/README.md, "XLA options").
+LOOP_OPTIONS: dict[str, bool | int] = {"xla_cpu_copy_insertion_use_region_analysis": True,
+                                       "xla_cpu_enable_concurrency_optimized_scheduler": False,
+                                       "xla_cpu_prefer_vector_width": 512}
 
 
 @lru_cache(maxsize=1)
-def _loop_options() -> dict[str, bool]:
+def _loop_options() -> dict[str, bool | int]:
     """`LOOP_OPTIONS` where the backend is a CPU whose XLA knows them, else none (an XLA
     refuses an option it does not know)."""
     if jax.default_backend() != "cpu":

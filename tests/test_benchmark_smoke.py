@@ -35,6 +35,7 @@ RUNS: dict[str, tuple[tuple[str, ...], tuple[str, ...], list[str]]] = {
                        ("fluid wall s", "packet wall s", "ratio pkt/fluid", "seeds (4 vs 1)",
                         ">= 10x", "<= 4x one"),
                        ["incast", "seeds"]),
+    "bench_xla_options.py": ((), ("XLA options", "B / A", "bit for bit"), ["ecmp"]),
 }
 
 
@@ -60,3 +61,5 @@ def test_quick_benchmark_runs(script: str, tmp_path: Path) -> None:
         incast = cases[0]
         assert incast["fluid"]["end_to_end_s"] > 0 and incast["packet"]["packet_hops"] > 0
         assert cases[1]["batch"]["seeds"] == 4
+    if script == "bench_xla_options.py":  # the options change the speed, never a result
+        assert all(case["bitwise_same"] for case in cases), cases
