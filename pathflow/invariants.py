@@ -154,7 +154,8 @@ def check_invariants(ds: xr.Dataset, min_cwnd_bytes: float | None = None,
         raise ValueError(f"unknown invariant {unknown[0]!r}; known: {', '.join(INVARIANTS)}")
     if tolerance is None:
         tolerance = _REL if ds.attrs.get("precision", "float64") == "float64" else 1e-4
-    ds = ds.astype("float64")  # sums over many samples: accumulate in double precision
+    # sums over many samples: accumulate in double precision (a float64 result as it is)
+    ds = ds.astype("float64", copy=False)
     packet = float(ds.attrs.get("packet_bytes", 1500))
     interval = _sample_interval(ds)
     report: dict[str, Verdict] = {}

@@ -102,8 +102,12 @@ def trajectory_to_dataset(compiled: Compiled, trajectory: Trajectory) -> xr.Data
         """Per subflow: its controller's (exchangeable flows run once: `compile`)."""
         return np.asarray(array)[:, compiled.controller_of]
 
+    one_each = np.array_equal(flow_of, np.arange(n_flows))  # no flow with several subflows
+
     def fl(array: np.ndarray) -> np.ndarray:
         """Per flow: the sum over its subflows."""
+        if one_each:
+            return sub(array).astype(float)
         total = np.zeros((array.shape[0], n_flows), dtype=float)
         np.add.at(total.T, flow_of, sub(array).T)
         return total
