@@ -17,6 +17,10 @@ jax.config.update("jax_enable_x64", True)
 
 __version__ = "0.1.0"
 
+from pathflow import dask_probe  # noqa: E402
+
+dask_probe.defer()  # the first Dataset would otherwise import dask.array (0.5 s)
+
 from pathflow import metrics, verdict  # noqa: E402
 from pathflow.scenario import Scenario, ScenarioError, load_scenario  # noqa: E402
 from pathflow.simulate import simulate  # noqa: E402
