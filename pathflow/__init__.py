@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 from pathflow import dask_probe  # noqa: E402
 
-dask_probe.defer()  # the first Dataset would otherwise import dask.array (0.5 s)
+dask_probe.defer()  # the first Dataset would otherwise import dask (0.7 s)
 
 from pathflow import metrics, verdict  # noqa: E402
 from pathflow.scenario import Scenario, ScenarioError, load_scenario  # noqa: E402

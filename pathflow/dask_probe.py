@@ -1,17 +1,19 @@
-"""xarray's check for dask arrays, answered without importing dask.array until it is in use.
+"""xarray's checks for dask arrays, answered without importing dask until it is in use.
 
 Why: xarray asks of the data of every new Variable whether it is a dask array, and to know the
-type it imports `dask.array` on the first question (`xarray.namedarray.pycompat.array_type`),
-which costs 0.5 s on this machine (beside 0.15 s for `dask.base`, which xarray's index
-building imports anyway): paid by every command that makes a Dataset, though dask (installed for
-`pathflow sweep --workers`) is not used there. No dask array can exist before `dask.array` is
-imported, so until then the answer is "no"; from then on xarray's own probe answers, as without
-this module.
+type it imports `dask.array` on the first question (`xarray.namedarray.pycompat.array_type`;
+0.5 s on this machine); building an index asks whether the values are a dask collection, which
+imports `dask` (`xarray.namedarray.utils.is_dask_collection`; 0.17 s). Every command that makes
+a Dataset paid both, though dask (installed for `pathflow sweep --workers`) is not used there.
+No dask array exists before `dask.array` is imported, and no dask collection before `dask`, so
+until then the answers are "no"; from then on xarray's own checks answer, as without this
+module.
 
-`defer()` puts that answer in xarray's cache of probed modules (a private name: where an xarray
-lacks it, nothing is changed and the import is only paid as before). Tested by
-tests/test_dask_probe.py: a Dataset made without importing dask.array, and dask-backed
-Datasets still chunked and computed, made before and after the first Dataset.
+`defer()` puts those answers in xarray's cache of probed modules and in front of its collection
+check (private names: where an xarray lacks them, nothing is changed and the imports are only
+paid as before). Tested by tests/test_dask_probe.py: a Dataset with an index made without
+importing dask, and dask-backed Datasets still chunked and computed, made before and after the
+first Dataset.
 """
 
 from __future__ import annotations
@@ -45,12 +47,20 @@ class _UntilImported:
 
 
 def defer() -> None:
-    """Answer xarray's dask probe without importing dask.array while it is not in use."""
+    """Answer xarray's dask checks without importing dask while it is not in use."""
     try:
-        from xarray.namedarray import pycompat
+        from xarray.namedarray import pycompat, utils
     except ImportError:
         return
     cache = getattr(pycompat, "_cached_duck_array_modules", None)
     probe = getattr(pycompat, "DuckArrayModule", None)
     if isinstance(cache, dict) and probe is not None and "dask" not in cache:
         cache["dask"] = _UntilImported(cache, probe)
+    checks = getattr(utils, "is_dask_collection", None)
+    if checks is not None and not getattr(checks, "deferred", False):
+
+        def is_dask_collection(x: object) -> bool:
+            return "dask" in sys.modules and checks(x)
+
+        is_dask_collection.deferred = True  # type: ignore[attr-defined]
+        utils.is_dask_collection = is_dask_collection
