@@ -39,8 +39,8 @@ _ADAPTIVE_SEGMENTS = 64
 # at this size. With the first two, on two CPUs (a notebook or script: the command line pins
 # itself to one, `cli.console.setup_jax`) the k = 8 fat-tree's loop runs 19 % faster, on one CPU
 # 3 %; vectors of 512 bits where the CPU has them (AVX-512; a hint, which a CPU without them
-# ignores) take another 3 to 5 % off a step; every result bit for bit the same
-# (benchmarks/README.md, "XLA options").
+# ignores) take 5 % off the 100 Gb/s fat-tree's step and up to 3 % off others; every result
+# bit for bit the same (benchmarks/README.md, "XLA options"; `bench_xla_options.py`).
 LOOP_OPTIONS: dict[str, bool | int] = {"xla_cpu_copy_insertion_use_region_analysis": True,
                                        "xla_cpu_enable_concurrency_optimized_scheduler": False,
                                        "xla_cpu_prefer_vector_width": 512}
