@@ -43,6 +43,8 @@ class _UntilImported:
         return probed
 
     def __getattr__(self, name: str) -> Any:  # available, version, module
+        if name.startswith("_"):  # not xarray's (and no recursion before __init__ has run)
+            raise AttributeError(name)
         return getattr(self._probed(), name)
 
 
