@@ -63,6 +63,11 @@ receives and the ACKs of what it sends: a flow that its NIC holds at line rate, 
 host's own ACKs, can fill it (a k = 4 fat-tree at 1 Gb/s: rates 33 % off with the ACKs left
 out). Solved in two steps: first without ACKs (few links can fill), then with them from there,
 for the links within 0.1 % of full once they are added and any the solve leaves overloaded.
+With ACKs, links that carry the same data at the same capacity and marking differ only in the
+ACKs that cross them, which the data flows' signals and round trips hardly tell apart: they
+share one unknown, the queue held by the tightest of them (`_Shared`; which one may change as
+the solve goes on), and only where that finds no rest (the queue splits between them, the
+ACKs' rates balancing their loads through their round trips) does each get its own.
 Where a link is overloaded by flows that their NICs hold (or sits below its marking's onset,
 where only round trips move), no position moves its balance and the least squares stalls; the
 positions of the overloaded links are then lifted, each by bisection, to where their load
@@ -80,12 +85,14 @@ per-window form (DCTCP's default) rests in a sawtooth, as drop-tail does (refuse
 rest point is the centre of a limit cycle: the simulated rates and mean alpha meet it, the queue
 swings around K. A path across several step-marking links combines their marked fractions as if
 independent (on a 3-link parking lot the long flow's simulated rate is 13 % above the
-prediction; 0.4 % on 2 links). With ACKs, where the solve with them does not converge (a k = 8
-fat-tree at 10 Gb/s, Reno: it stalls at a residual of 5e-3, also after a lift), the rest state
-is the one without ACK load, and says so (`equilibrium`'s attrs["acks"] = "left out", and
-`pathflow analyze`). Near-ties make some queues ill-conditioned: on the k = 4 fat-tree the
-simulation's queues at two host ports are 5 % below the rest state's while every rate is
-within 1.2 %. DCQCN's
+prediction; 0.4 % on 2 links). With ACKs, where the solve with them does not converge, the
+rest state is the one without ACK load, and says so (`equilibrium`'s attrs["acks"] = "left
+out", and `pathflow analyze`): on the k = 8 fat-tree at 10 Gb/s (`bench_analyze.py`'s) Reno's
+rest with ACKs is found on hash seeds 1 and 2 and DCTCP's on seed 1, not Reno's on seed 3
+(it stalls at a residual of 3e-3, a link's queue just below its marking's onset, where its
+balance hardly moves with its own position, pinned by the round trips of its flows).
+Near-ties make some queues ill-conditioned: on the k = 4 fat-tree the simulation's queues at
+two host ports are 5 % below the rest state's while every rate is within 1.2 %. DCQCN's
 NIC-wide CNP capacity is left out (refused when set, for dcqcn+static too); DCQCN+'s is in (its
 CNP period). On the seed 001 testbed's switch (DCQCN's marking, Pmax 1 %) DCQCN+ rests on the
 ramp only where each flow's share is large (up to 8 flows at 10 Gb/s, 32 at 40 Gb/s; 9 and 36
@@ -120,6 +127,8 @@ and step its docstring states (3.1 N us, 256 / N Mb/s, rounded; 3, 4 and 7 flows
 (rates, queue and marking within 2 %; measured 1.3e-4). tests/test_equilibrium_mptcp.py: LIA's
 closed form on one RED link (1e-6), and the simulation's steady state on two paths (LIA, OLIA,
 BALIA, uncoupled) and a k = 4 fat-tree with two subflows per connection (LIA, uncoupled) within 2 %.
+tests/test_stability.py: the k = 8 fat-tree's rest state with ACKs (Reno, hash seed 1) found,
+and nearer the simulated mean rates than the one without their load (the simulation cycles).
 """
 
 from __future__ import annotations
@@ -134,6 +143,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 import xarray as xr
+from threadpoolctl import threadpool_limits
 
 from pathflow.analysis.fairness import Network, network_of
 from pathflow.analysis.subflow_rest import MULTIPATH, CoupledWindows, fischer_burmeister
@@ -261,49 +271,84 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
 
     def solve(marking: np.ndarray, starts: list[np.ndarray], net: Network = network,
               budget: int = _FLAT) -> np.ndarray:
+        if not coupled:
+            loaded = int(marking.sum())
+            if net.acks is None:
+                return solve_sets(marking, starts[0], net, budget, np.arange(loaded))
+            x = solve_sets(marking, starts[0], net, budget,
+                           _same_data(routing, capacity, markers, marking))
+            if left(x, marking, net) <= 1e-8:
+                return x
+            # the queue of a set may split where the ACKs' rates, through their round
+            # trips, balance the links' loads (the k = 4 fat-tree's hash seeds 4 and 5)
+            return solve_sets(marking, x, net, budget, np.arange(loaded))
+        # a subflow's window reads its siblings': the windows join the positions as unknowns,
+        # and the positions keep their bound at 0: from below their solve stalls (LIA on a
+        # k = 4 fat-tree: residual 3e-2 after 116 s; 8e-6 in 5 s)
         loaded = int(marking.sum())
-        # a position may go below 0 (an empty queue, as at 0, where its balance alone pulls it
-        # back): the least squares' scaling crawls along a bound (the k = 8 fat-tree's 111
-        # links took 155 iterations with the bound at 0, 80 without). Coupled windows keep
-        # it: from below their solve stalls (LIA on a k = 4 fat-tree: residual 3e-2 after
-        # 116 s; 8e-6 in 5 s)
-        low, high = np.full(loaded, 0.0 if coupled else -1.0), np.ones(loaded)
-        if coupled:
-            bounds = coupled.bounds()
-            low, high = np.concatenate([low, bounds[0]]), np.concatenate([high, bounds[1]])
+        low, high = np.full(loaded, 0.0), np.ones(loaded)
+        bounds = coupled.bounds()
+        low, high = np.concatenate([low, bounds[0]]), np.concatenate([high, bounds[1]])
         related = _related(problem, net, marking, coupled)
-
-        def least_squares(start: np.ndarray, stage: int, budget: int) -> np.ndarray:
-            def stage_residual(x: np.ndarray) -> np.ndarray:
-                return residual(x, marking, stage, net)
-
-            try:
-                return scipy.optimize.least_squares(
-                    stage_residual, start, bounds=(low, high), method="trf",
-                    jac=_grouped_differences(stage_residual, related, high),
-                    xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=budget).x
-            except np.linalg.LinAlgError as why:
-                raise ScenarioError(f"the rest state was not found: the root solver failed "
-                                    f"({why}) on {loaded} loaded marking links") from None
-
-        def lift(x: np.ndarray) -> np.ndarray:
-            return _lift(x, lambda x: net.load(state(x, marking, net)[4]), capacity, marking)
-
         best = starts[0]
         for start in starts:
             for stage in stages:
-                start = least_squares(start if coupled else lift(start), stage,
-                                      _STALLED if coupled else budget)
+                def stage_residual(x: np.ndarray, stage: int = stage) -> np.ndarray:
+                    return residual(x, marking, stage, net)
+
+                start = _least_squares(stage_residual, start, low, high, related, _STALLED)
             if left(start, marking, net) < left(best, marking, net) or best is starts[0]:
                 best = start  # the better of the starts
             if left(best, marking, net) < 1e-5:
                 break
-        if not coupled and 1e-10 < left(best, marking, net) <= _LIFTABLE:
-            # stalled on a flat side: a link overloaded by flows that their NICs hold (or
-            # below its marking's onset, where only round trips move), whose balance its own
-            # position does not move until marking holds those flows below their NICs' rate
-            lifted = least_squares(lift(best), 0, budget)
-            best = min((best, lifted), key=lambda x: left(x, marking, net))
+        return best
+
+    def slack(x: np.ndarray, marking: np.ndarray, net: Network) -> np.ndarray:
+        """Per marking link its spare capacity over its capacity at positions x."""
+        return (1.0 - net.load(state(x, marking, net)[4]) / capacity)[marking]
+
+    def solve_sets(marking: np.ndarray, start: np.ndarray, net: Network, budget: int,
+                   member: np.ndarray) -> np.ndarray:
+        """Positions of the marking links at rest from `start`, single paths: one unknown per
+        set of links (`member`: each marking link's set; `_Shared`)."""
+        links = np.flatnonzero(marking)
+        sets = _Shared(member, _tightest(member, slack(start, marking, net), upstream, links))
+        joined = np.zeros((member.size, sets.holder.size))
+        joined[np.arange(member.size), member] = 1.0
+        related = (joined.T @ _related(problem, net, marking, None) @ joined) > 0
+        # a position may go below 0 (an empty queue, as at 0, where its balance alone pulls it
+        # back): the least squares' scaling crawls along a bound (the k = 8 fat-tree's 111
+        # links took 155 iterations with the bound at 0, 80 without)
+        low, high = np.full(sets.holder.size, -1.0), np.ones(sets.holder.size)
+        y, best = sets.contract(start), start
+        for _ in range(_HOLDER_TRIES):
+            def used(y: np.ndarray, sets: _Shared = sets) -> np.ndarray:
+                return 1.0 - sets.least(slack(sets.expand(y), marking, net))
+
+            def balance(y: np.ndarray, used: Callable = used) -> np.ndarray:
+                return fischer_burmeister(y, 1.0 - used(y))
+
+            # a stall on a flat side (a link overloaded by flows that their NICs hold, or below
+            # its marking's onset, where only round trips move: its balance does not answer its
+            # own position until marking holds those flows below their NICs' rate) is lifted
+            # (`_lift`), and the solve goes on from there
+            at = np.inf
+            for _ in range(_LIFTS):
+                tried = _least_squares(balance, _lift(y, used), low, high, related, budget)
+                now = float(np.max(np.abs(balance(tried)), initial=0.0))
+                if now < at:
+                    y = tried
+                if now <= 1e-10 or now > 0.5 * at:
+                    break
+                at = now
+            x = sets.expand(y)
+            if left(x, marking, net) >= left(best, marking, net):
+                break
+            best = x
+            holder = _tightest(member, slack(x, marking, net), upstream, links, sets.holder)
+            if np.array_equal(holder, sets.holder):
+                break
+            sets = _Shared(member, holder)
         return best
 
     # host NICs never mark, and a link that can never be given more than it serves holds no
@@ -329,7 +374,7 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
         if network.acks is not None:
             able = np.isfinite(markers.low) & (_most_load(problem, network, upstream) > capacity)
             grown, y = _with_acks(x, marking, able, lambda x, m: network.load(state(x, m)[4]),
-                                  capacity, lambda m, s: solve(m, s, network, _WITH_ACKS),
+                                  capacity, lambda m, s: solve(m, s, network),
                                   lambda x, m: left(x, m, network) <= 1e-8)
             if left(y, grown, network) <= 1e-8:
                 marking, x = grown, y
@@ -398,21 +443,38 @@ def _with_acks(x: np.ndarray, marking: np.ndarray, able: np.ndarray,
         margin = -1e-12
 
 
-def _lift(x: np.ndarray, load: Callable[[np.ndarray], np.ndarray], capacity: np.ndarray,
-          marking: np.ndarray) -> np.ndarray:
-    """The positions x of the links that `load` (bytes/s per link at positions x) leaves over
-    their `capacity` raised, each by bisection with the others held, to the least position
-    at which its load fits (those overloaded at the top stay there): where the least squares
-    stalls, a start from which the links' balances answer their positions again."""
-    x = x.copy()
-    over = np.flatnonzero(load(x)[marking] > capacity[marking])
-    low, high = np.maximum(x[over], 0.0), np.ones(over.size)
+def _lift(y: np.ndarray, used: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The positions y whose `used` (load over capacity at positions y, one per unknown)
+    exceeds 1 raised, each by bisection with the others held, to the least position at which
+    its load fits (those overloaded at the top stay there): where the least squares stalls, a
+    start from which the links' balances answer their positions again."""
+    y = y.copy()
+    over = np.flatnonzero(used(y) > 1.0)
+    low, high = np.maximum(y[over], 0.0), np.ones(over.size)
     for _ in range(40):
-        x[over] = 0.5 * (low + high)
-        fits = load(x)[marking][over] <= capacity[marking][over]
-        low, high = np.where(fits, low, x[over]), np.where(fits, x[over], high)
-    x[over] = high
-    return x
+        y[over] = 0.5 * (low + high)
+        fits = used(y)[over] <= 1.0
+        low, high = np.where(fits, low, y[over]), np.where(fits, y[over], high)
+    y[over] = high
+    return y
+
+
+def _least_squares(residual: Callable[[np.ndarray], np.ndarray], start: np.ndarray,
+                   low: np.ndarray, high: np.ndarray, related: np.ndarray, budget: int
+                   ) -> np.ndarray:
+    """The root of `residual` within [low, high] from `start` by least squares (scipy's
+    trust-region reflective method, the Jacobian by `_grouped_differences`), at most `budget`
+    evaluations."""
+    try:
+        # BLAS threads cost more than they bring on matrices this small (k = 8 fat-tree: 20 %)
+        with threadpool_limits(1):
+            return scipy.optimize.least_squares(
+                residual, start, bounds=(low, high), method="trf",
+                jac=_grouped_differences(residual, related, high),
+                xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=budget).x
+    except np.linalg.LinAlgError as why:
+        raise ScenarioError(f"the rest state was not found: the root solver failed ({why}) "
+                            f"on {start.size} unknowns") from None
 
 
 # evaluations after which a least squares has stalled: converging ones took 100 to 1,400 (k = 4
@@ -420,13 +482,70 @@ def _lift(x: np.ndarray, load: Callable[[np.ndarray], np.ndarray], capacity: np.
 # minute on a k = 4 fat-tree's 89) before the next start found the rest
 _STALLED = 2000
 # single paths: evaluations after which the least squares is taken to be stuck on a flat side
-# (`_lift`): converging ones took 10 to 110 (k = 4 and 8 fat-trees, Reno and DCTCP), with ACKs
-# from the rest without them 6 to 75 (k = 4, eight hash seeds)
+# (`_lift`): converging ones took 10 to 110 (k = 4 and 8 fat-trees, Reno and DCTCP); with ACKs
+# from the rest without them 6 to 75 on the k = 4 fat-tree's eight hash seeds, 155 on the
+# k = 8 fat-tree's seed 1
 _FLAT = 200
-_WITH_ACKS = 100
-# the largest residual of a stall worth a lift (k = 4, with ACKs: 3e-4, then found; the k = 8
-# fat-tree at 10 Gb/s with ACKs stalls at 5e-3 and stays there lifted)
-_LIFTABLE = 1e-3
+# lifts after a stall, while each at least halves the residual (the k = 8 fat-tree with ACKs,
+# hash seed 2: two stalls, then found)
+_LIFTS = 4
+# how often the links that hold the queues of sets (`_Shared`) may change before the solve
+# keeps the best it found
+_HOLDER_TRIES = 5
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """Marking links that carry the same flows' data at the same capacity and marking, and
+    differ only in the ACKs that cross them, share one unknown: the position of the one that
+    holds their queue, the tightest (the least spare capacity), the others empty. Every data
+    flow crosses all of them, so its signals and round trip hardly tell them apart: with a
+    position each the least squares spread the queue over them and stalled (the k = 8
+    fat-tree at 10 Gb/s, Reno: at a residual of 5e-3, about the ACKs' share of the load)."""
+
+    member: np.ndarray  # (marking links,) each one's set
+    holder: np.ndarray  # (sets,) the marking link (its index among them) holding the queue
+
+    def expand(self, y: np.ndarray) -> np.ndarray:
+        """Per marking link its position, from one per set."""
+        x = np.zeros(self.member.size)
+        x[self.holder] = y
+        return x
+
+    def contract(self, x: np.ndarray) -> np.ndarray:
+        """Per set the largest of its links' positions."""
+        y = np.full(self.holder.size, -np.inf)
+        np.maximum.at(y, self.member, x)
+        return y
+
+    def least(self, value: np.ndarray) -> np.ndarray:
+        """Per set the least of its links' `value`."""
+        out = np.full(self.holder.size, np.inf)
+        np.minimum.at(out, self.member, value)
+        return out
+
+
+def _same_data(routing: np.ndarray, capacity: np.ndarray, markers: _Markers,
+               marking: np.ndarray) -> np.ndarray:
+    """Per marking link the index of its set (`_Shared`)."""
+    key = np.column_stack([routing[marking], capacity[marking], markers.low[marking],
+                           markers.high[marking], markers.pmax[marking], markers.ecn[marking]])
+    return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
+
+
+def _tightest(member: np.ndarray, slack: np.ndarray, upstream: np.ndarray, links: np.ndarray,
+              holder: np.ndarray | None = None) -> np.ndarray:
+    """Per set (`_Shared`) the marking link with the least `slack` (spare capacity over
+    capacity); on a tie (within 1e-12) the `holder` so far, else the first on the path
+    (`upstream`; `links`: the marking links' indices), which from empty queues fills first."""
+    out = np.zeros(member.max(initial=-1) + 1, int)
+    for group in range(out.size):
+        members = np.flatnonzero(member == group)
+        tight = members[slack[members] <= slack[members].min() + 1e-12]
+        first = tight[~np.isin(upstream[links[tight]], links[members])]
+        out[group] = (holder[group] if holder is not None and holder[group] in tight
+                      else (first if first.size else tight)[0])
+    return out
 
 
 def _related(problem: Any, network: Network, marking: np.ndarray,

@@ -59,7 +59,12 @@ linearisation; tests/test_equilibrium_mptcp.py checks the verdicts on two paths)
 (DCTCP's ECN step, drop-tail's full buffer) has no derivative at its threshold (infinite gain):
 its rest state is the centre of a limit cycle (`analysis.equilibrium` finds it on the ECN step),
 refused here with the reason. ACKs are load and wait in the queues' balances and the round trips
-as in the equilibrium (where it has them: its attrs["acks"]). Flows that their NIC holds are
+as in the equilibrium (where it has them: its attrs["acks"]). On a link carrying one flow's
+data and another's ACKs, and its reverse the other way round, each flow's round trip holds the
+sum of the two queues: where one rises as the other falls no round trip moves, the queues
+lose the damping their own delay gives them, and with Reno on RED the rest can be unstable at
+zero delay (a two-way bottleneck; the k = 8 fat-tree's permutation, whose cycle is large:
+its period is not the rightmost root's). Flows that their NIC holds are
 constant sources (with ACKs, the room their NIC leaves them moves with the other flows' ACKs:
 left out). With ACKs the verdict can miss a cycle: on the k = 4 fat-tree (DCTCP on RED,
 1 Gb/s, 64 B ACKs, eight hash seeds) it says stable on five, where the simulation settles on
@@ -79,9 +84,10 @@ the linearisation of Hollot, Misra, Towsley and Gong (2001) written out by hand 
 predicted critical gain; DCQCN with the conext2016 parameters at
 85 us (Zhu et al. 2016: unstable for N = 10, stable for N = 2 and 64) and its critical delay
 against the simulation; roots against margins (at the critical delay a root sits at j omega_c);
-the k = 8 fat-tree permutation of Reno on RED at 10 Gb/s (rest state without the ACKs' load,
-which is not found there) predicted unstable near onset, and the simulation with ACKs cycling
-with the rightmost root's period (2.90 against 2.86 ms; within 10 %).
+a two-way bottleneck (Reno on RED) with 64 B ACKs predicted unstable, at zero delay already
+(its queues in antiphase), and the simulation cycling, with ACKs of no size stable and the
+simulation settling; the k = 8 fat-tree permutation of Reno on RED at 10 Gb/s with ACKs
+predicted unstable far from onset and the simulation cycling.
 tests/test_equilibrium_dcqcn_plus.py: DCQCN+ verdicts against the simulation (2 and 4 flows at
 40 Gb/s stable and settling; 2 flows at 10 Gb/s unstable and cycling with the predicted period
 within 15 %), and the rightmost root's decay rate against that of the simulated flows' rate
