@@ -13,7 +13,8 @@ import sympy as sp
 
 import pathflow
 from pathflow.analysis import closed_forms
-from pathflow.analysis.equilibrium import dcqcn_rest_rate, equilibrium
+from pathflow.analysis.controller_rest import dcqcn_rest_rate
+from pathflow.analysis.equilibrium import equilibrium
 from pathflow.compile import compile_scenario
 from pathflow.models.dcqcn import DcqcnParams
 from pathflow.validation.cases.dcqcn import CAPACITY as DCQCN_CAPACITY

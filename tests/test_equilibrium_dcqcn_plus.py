@@ -1,4 +1,4 @@
-"""DCQCN+'s rest state (pathflow.analysis.equilibrium.dcqcn_plus_rest_rate) against the model's
+"""DCQCN+'s rest state (pathflow.analysis.controller_rest.dcqcn_plus_rest_rate) against the model's
 own ODE integrated to rest, and the rest state and its stability verdict
 (pathflow.analysis.stability) against the fluid simulation; dcqcn+static's rest state against
 DCQCN's rest rate at the parameters its docstring states, and against the simulation."""
@@ -19,7 +19,8 @@ import xarray as xr
 
 import pathflow
 from pathflow import Scenario
-from pathflow.analysis.equilibrium import dcqcn_plus_rest_rate, dcqcn_rest_rate, equilibrium
+from pathflow.analysis.controller_rest import dcqcn_plus_rest_rate, dcqcn_rest_rate
+from pathflow.analysis.equilibrium import equilibrium
 from pathflow.analysis.stability import stability
 from pathflow.compile import compile_scenario
 from pathflow.models.base import Signals

@@ -66,7 +66,7 @@ and 30 % (N = 10) above the exact p* (as p* -> 0 its error falls in proportion t
 Validation
 ----------
 tests/test_closed_forms.py: Reno on one RED link and DCQCN on one 40 Gb/s link against
-`analysis.equilibrium` (1e-6), DCQCN's p* against `equilibrium.dcqcn_rest_rate` (C/N at p*), the
+`analysis.equilibrium` (1e-6), DCQCN's p* against `controller_rest.dcqcn_rest_rate` (C/N at p*), the
 cube root against the exact root as p -> 0 (within 1 % at p* ~ 1e-5, its error falling with p*),
 DCTCP's step against a direct integration of its delay-free equations (the fluid simulation,
 its feedback a round trip late, cycles around K instead), DCTCP's ramp (both branches) and LIA
