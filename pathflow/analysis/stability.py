@@ -68,10 +68,14 @@ its period is not the rightmost root's). Flows that their NIC holds are
 constant sources (with ACKs, the room their NIC leaves them moves with the other flows' ACKs:
 left out). With ACKs the verdict can miss a cycle: on the k = 4 fat-tree (DCTCP on RED,
 1 Gb/s, 64 B ACKs, eight hash seeds) it says stable on five, where the simulation settles on
-three and cycles on two (seeds 5 and 7; with ACKs of no size all five settle): the NIC-held
-flows' room and the ports full by a tie (neutral queues) are outside the linearisation. Links
-without a queue at rest stay empty under small perturbations and are left out, as is the
-thinning of a flow by losses upstream of a bottleneck (second order in the drop probability).
+three and cycles on two (seeds 5 and 7; with ACKs of no size all five settle). On both the
+queues that swing most are a two-way pair (a link and its reverse, each with one side's data
+and the other's ACKs; see above): on seed 7 one of them is full at rest with no queue (a
+neutral queue, left out here); on seed 5 both hold a queue and the rightmost root is barely
+damped (-2.7 /s at 2.1 rad/s), so the simulation's cycle, reached from its start-up, may be
+one that coexists with a locally stable rest. Links without a queue at rest stay empty under
+small perturbations and are left out, as is the thinning of a flow by losses upstream of a
+bottleneck (second order in the drop probability).
 Linear: it predicts local stability, the settling of small perturbations, and the onset of
 oscillation; not the amplitude of a limit cycle nor the start-up transient.
 
