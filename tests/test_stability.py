@@ -323,7 +323,7 @@ def test_acks_in_the_reverse_queue_destabilise_a_two_way_bottleneck(tmp_path: Pa
     With 64 B ACKs the rest state is predicted unstable, at zero delay already (a root of
     A0 + B C in the right half-plane, the two queues in antiphase), and the simulation
     cycles (queues swinging by more than half their mean; measured 0.93); with ACKs of no
-    size it is predicted stable, and the simulation settles (swing below 1 %; measured 0)."""
+    size it is predicted stable, and the simulation settles (swing below 1 %; measured 4e-9)."""
     acked = _two_way(tmp_path, "64B")
     assert rest_state(acked).network.acks is not None  # the rest state has their load
     assert not bool(stability(acked).stable.all())
@@ -352,8 +352,9 @@ def test_a_k8_fat_tree_with_acks_is_predicted_unstable_and_cycles() -> None:
     network) with 64 B ACKs: its rest state has their load (attrs["acks"]), it is closer to the
     simulated mean rates than the rest state without that load (median error measured 1.4 %
     against 6.6 %), its rightmost root is far in the right half-plane (growth rate measured
-    2,700 /s, a third of its 4,150 rad/s: the permutation's two-way links, as on the two-way
-    bottleneck above), and the simulation cycles (the median queue that holds data swings by
+    2,700 /s, a third of its 4,150 rad/s; without the delays the rest is already unstable,
+    on a two-way pair of links in antiphase, agg5_2 <-> core2_3, as on the two-way bottleneck
+    above), and the simulation cycles (the median queue that holds data swings by
     more than a fifth of its mean; measured 0.42). The cycle is large, so its period (2.9 ms)
     is not the root's (1.5 ms), as on the two-way bottleneck (23 against 15 ms)."""
     scenario = pathflow.load_scenario(
