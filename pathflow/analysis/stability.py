@@ -112,6 +112,7 @@ of delay differential equations", SIAM J. Sci. Comput. 27(2), 2005.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -443,7 +444,6 @@ class _Closed:
         path_signal = np.asarray(rest.probability) @ network.routing
         self.moving = np.flatnonzero(path_signal > 0)
         self.state0 = self._controller_rest(rest)  # also sets `keys`
-        self._program: Callable[[jax.Array], tuple[jax.Array, ...]] | None = None
         self.z0 = self._polish()
 
     # -- the system --------------------------------------------------------------------------
@@ -510,18 +510,19 @@ class _Closed:
             parts.append(rate[self.queued])
         return jnp.concatenate(parts)
 
-    def _derivatives(self, z: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(F(z, g(z)), g(z), the round trips, dF/dz, dF/du, dg/dz) at z: one program for
-        the rest point's Newton and the linearisation (its compilation is most of their
-        time: 0.7 s of 2.4 on the k = 8 fat-tree)."""
-        if self._program is None:
-            def derivatives(z: jax.Array) -> tuple[jax.Array, ...]:
-                u = self.signals(z)
-                return (self.field(z, u), u, self._rtt(self._state(z)[1]),
-                        *jax.jacfwd(self.field, argnums=(0, 1))(z, u),
-                        jax.jacfwd(self.signals)(z))
+    @functools.cached_property
+    def _program(self) -> Callable[[jax.Array], tuple[jax.Array, ...]]:
+        """One program for the rest point's Newton and the linearisation (its compilation is
+        most of their time: 0.7 s of 2.4 on the k = 8 fat-tree)."""
+        def derivatives(z: jax.Array) -> tuple[jax.Array, ...]:
+            u = self.signals(z)
+            return (self.field(z, u), u, self._rtt(self._state(z)[1]),
+                    *jax.jacfwd(self.field, argnums=(0, 1))(z, u), jax.jacfwd(self.signals)(z))
 
-            self._program = _jit_once(derivatives)
+        return _jit_once(derivatives)
+
+    def _derivatives(self, z: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(F(z, g(z)), g(z), the round trips, dF/dz, dF/du, dg/dz) at z."""
         return tuple(np.asarray(a) for a in self._program(jnp.asarray(z)))
 
     def linearize(self) -> Linearization:
