@@ -11,6 +11,8 @@ arguments' tree, shapes and dtypes, the compiler options, JAX's version and back
 digest of the source of `pathflow.solvers` and `pathflow.models`, so that editing the physics
 retraces. A later process loads it and calls it under `jax.jit` (whose lowering is a call to
 the loaded program), so only the compiled program, from the persistent cache, is left to load.
+A program that closes over data rather than taking it as arguments (`analysis.stability`'s
+derivatives, its network's matrices) puts a `fingerprint` of that data in `static`.
 
 Only where the persistent compilation cache is on (the command line turns it on; scripts call
 `pathflow.compilation_cache.enable()`); otherwise, and wherever a stored program cannot be
@@ -31,7 +33,7 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["cached"]
+__all__ = ["cached", "fingerprint"]
 
 _FOLDER = "traced"
 
@@ -52,6 +54,40 @@ def _source_digest() -> str:
     for path in sorted(path for root in roots for path in root.rglob("*.py")):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def fingerprint(value: Any) -> str:
+    """A digest of `value` for `cached`'s `static`, where a program closes over data: arrays by
+    dtype, shape and bytes, mappings by sorted key, sequences and pytrees item by item, and
+    anything else by its repr (which must then say all that the program depends on)."""
+    digest = hashlib.sha256()
+
+    def walk(item: Any) -> None:
+        if isinstance(item, (np.ndarray, jax.Array, np.generic)):
+            array = np.asarray(item)
+            digest.update(f"{array.dtype}{array.shape}".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+        elif isinstance(item, dict):
+            for key in sorted(item, key=repr):
+                digest.update(repr(key).encode())
+                walk(item[key])
+        elif isinstance(item, (list, tuple)):
+            digest.update(f"{type(item).__name__}[{len(item)}]".encode())
+            for entry in item:
+                walk(entry)
+        elif isinstance(item, (str, bytes, int, float, bool, type(None))):
+            digest.update(repr(item).encode())
+        else:
+            leaves, tree = jax.tree.flatten(item)
+            if len(leaves) == 1 and leaves[0] is item:  # not a pytree: its repr
+                digest.update(f"{type(item).__qualname__}:{item!r}".encode())
+            else:
+                digest.update(str(tree).encode())
+                for leaf in leaves:
+                    walk(leaf)
+
+    walk(value)
     return digest.hexdigest()
 
 

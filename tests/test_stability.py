@@ -204,6 +204,32 @@ def test_large_systems_find_the_same_roots(tmp_path: Path, monkeypatch: pytest.M
         np.testing.assert_allclose(seeded, dense, rtol=1e-9)
 
 
+@pytest.mark.parametrize("cc", ["reno", "dctcp"])
+def test_a_fat_tree_s_margins_and_roots_against_dense_computations(cc: str) -> None:
+    """On a k = 4 fat-tree with ACKs (RED with ECN, 10 Gb/s, 2 us links; 14 signals after
+    compression), the margins from loci on the grid refined where a branch near the unit
+    circle moves (`_loci`) equal those of a fixed grid of 2,000 frequencies (1e-9; measured
+    1e-13; from a 4-point grid left unrefined, Reno's phase margin comes out +66 degrees
+    against -21), and every root found, by Newton through A0's eigendecomposition, is a root
+    of T(s) = s I - A0 - B E(s) C formed whole: its smallest singular value within 1e-10 of
+    its largest."""
+    from tests.test_equilibrium import _fat_tree
+
+    scenario = _fat_tree(cc, 1).with_updates({
+        "topology.link_rate": "10Gbps", "topology.delay": "2us", "transport.ack_size": "64B"})
+    lin = linearize(scenario)
+    assert lin.c.shape[0] > 8
+    refined, dense = loop_margins(lin), loop_margins(lin, points=2000)
+    np.testing.assert_allclose(np.array(refined), np.array(dense), rtol=1e-9)
+    roots = characteristic_roots(lin)
+    assert roots.size == 8
+    n = lin.a0.shape[0]
+    for s in roots:
+        t = s * np.eye(n) - lin.a0 - (lin.b * np.exp(-s * lin.delay)) @ lin.c
+        values = np.linalg.svd(t, compute_uv=False)
+        assert values[-1] <= 1e-10 * values[0]
+
+
 @pytest.mark.filterwarnings("ignore:aqm.pfc")
 def test_dcqcn_critical_delay_against_the_simulation() -> None:
     """N = 10: below the predicted critical delay (85 % of it) the simulated queue settles;

@@ -78,7 +78,8 @@ __all__ = ["RestRate", "controller_rest_rate", "dcqcn_plus_rest_rate", "dcqcn_re
 
 RestRate = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """(marked fraction, dropped fraction, round trip R in s) per controller -> (rate in bytes/s,
-window in packets or NaN for a rate-based sender)."""
+window in packets or NaN for a rate-based sender); each (..., controllers), a batch of
+states at once."""
 
 
 def controller_rest_rate(compiled: Compiled, step: bool) -> RestRate:
@@ -112,22 +113,37 @@ def controller_rest_rate(compiled: Compiled, step: bool) -> RestRate:
 
         def dcqcn(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
-            return dcqcn_rest_rate(mark, used) * packet, np.full(mark.size, np.nan)
+            return dcqcn_rest_rate(mark, used) * packet, np.full(mark.shape, np.nan)
 
-        return dcqcn
+        return _by_row(dcqcn)
     if model.name == "dcqcn+":
         sharing = _receiver_flows(compiled)
 
         def dcqcn_plus(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray]:
             return (dcqcn_plus_rest_rate(mark, sharing, params) * packet,
-                    np.full(mark.size, np.nan))
+                    np.full(mark.shape, np.nan))
 
-        return dcqcn_plus
+        return _by_row(dcqcn_plus)
     raise ScenarioError(f"transport.cc: the equilibrium is derived for reno and dctcp "
                         f"(reaction = 'mean'), dcqcn, dcqcn+, dcqcn+static and the MPTCP "
                         f"family ({', '.join(MULTIPATH)}) so far, not {model.name!r} "
                         f"(reaction {getattr(model, 'reaction', None)!r})")
+
+
+def _by_row(rest_rate: RestRate) -> RestRate:
+    """`rest_rate` applied to each state of a batch in turn, so that its compiled bisection
+    sees one shape (one compilation), whatever the batch."""
+
+    def rows(mark: np.ndarray, loss: np.ndarray, rtt: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+        if mark.ndim <= 1:
+            return rest_rate(mark, loss, rtt)
+        rtt = np.broadcast_to(rtt, mark.shape)
+        done = [rest_rate(*row) for row in zip(mark, loss, rtt, strict=True)]
+        return np.array([rate for rate, _ in done]), np.array([window for _, window in done])
+
+    return rows
 
 
 def _balanced_window(mark: np.ndarray, loss: np.ndarray, cut_mark: np.ndarray,

@@ -28,7 +28,8 @@ fraction), or has none and spare capacity:
 
 s_l in [0, 1] the link's position along its queue (and, on the step, its marked fraction),
 solved as a system of Fischer-Burmeister equations, phi(a, b) = a + b - sqrt(a^2 + b^2) = 0,
-by least squares (scipy's trust-region reflective method). A flow whose path marks nothing is
+by least squares (scipy's trust-region reflective method; for single paths Newton first, which
+near the rest converges in a fifth of the steps). A flow whose path marks nothing is
 held by its NIC (the solver's rule: a window that does not limit the rate does not grow), so
 its rate is its NIC's rate shared with the NIC's other flows.
 
@@ -205,30 +206,54 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
     assert base_rtt is not None
     nic = np.asarray(problem.nic)
 
+    # keyed by whether the network is the bare one (no ACK load)
+    nics = {False: _Nics(nic, network), True: _Nics(nic, dataclasses.replace(network, acks=None))}
+    rows: dict[tuple[bytes, bool], _Rows] = {}
+
+    def rows_of(marking: np.ndarray, net: Network) -> _Rows:
+        """The marking links' rows, kept per set of marking links."""
+        key = (marking.tobytes(), net.acks is None)
+        if key not in rows:
+            carried = routing if net.acks is None else routing + net.acks
+            rows[key] = _Rows(markers.restricted(marking), routing[marking], net.waits[marking],
+                              carried[marking].T * net.count[:, None], capacity[marking])
+        return rows[key]
+
     def state(x: np.ndarray, marking: np.ndarray, net: Network = network
               ) -> tuple[np.ndarray, ...]:
-        loaded = int(marking.sum())
-        position = np.zeros(links)
-        position[marking] = np.maximum(x[:loaded], 0.0)  # below 0: empty (see `low`)
-        queue, p_link = markers.at(position)
-        queue, p_link = np.where(marking, queue, 0.0), np.where(marking, p_link, 0.0)
-        mark, loss = (1.0 - np.exp(routing.T @ np.log1p(-np.minimum(p_link * share, 1 - 1e-15)))
-                      for share in (markers.ecn, 1.0 - markers.ecn))
-        rtt = base_rtt + net.waits.T @ (queue / capacity)
+        """The network at positions x (..., unknowns): single paths take a batch of them
+        (`_grouped_differences`), coupled windows one. Only the marking links hold a queue and
+        signal: the others' rows are left out of the products."""
+        loaded, on = int(marking.sum()), rows_of(marking, net)
+        queued, signal = on.markers.at(np.maximum(x[..., :loaded], 0.0))  # below 0: empty
+        mark, loss = (1.0 - np.exp(np.log1p(-np.minimum(signal * share, 1 - 1e-15)) @ on.routing)
+                      for share in (on.markers.ecn, 1.0 - on.markers.ecn))
+        rtt = base_rtt + (queued / on.capacity) @ on.waits
         if coupled:
             window = coupled.window(x[loaded:])
             wanted = window / rtt * packet
         else:
             assert rest_rate is not None
             wanted, window = rest_rate(mark, loss, rtt)
-        rate, room = _nic_limited(wanted, nic, net)
+        rule = nics[net.acks is None]
+        rate, acked = rule.limited(wanted)
+        room = rule.room(acked) if coupled else None
+        queue, p_link = (np.zeros((*x.shape[:-1], links)) for _ in range(2))
+        queue[..., marking], p_link[..., marking] = queued, signal
         return queue, p_link, rtt, window, rate, mark, loss, room
+
+    def spare(x: np.ndarray, marking: np.ndarray, net: Network) -> np.ndarray:
+        """Per marking link its spare capacity over its capacity at positions x (..., and the
+        network's state there)."""
+        found = state(x, marking, net)
+        on = rows_of(marking, net)
+        return 1.0 - (found[4] @ on.carried) / on.capacity, found
 
     def residual(x: np.ndarray, marking: np.ndarray, stage: int = 0,
                  net: Network = network) -> np.ndarray:
-        _, _, rtt, _, rate, mark, loss, room = state(x, marking, net)
+        slack_now, (_, _, rtt, _, _, mark, loss, room) = spare(x, marking, net)
         loaded = int(marking.sum())
-        balance = fischer_burmeister(x[:loaded], (1.0 - net.load(rate) / capacity)[marking])
+        balance = fischer_burmeister(x[..., :loaded], slack_now)
         if not coupled:
             return balance
         return np.concatenate([balance, coupled.residual(stage, x[loaded:], mark, loss, rtt,
@@ -276,7 +301,7 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
 
     def slack(x: np.ndarray, marking: np.ndarray, net: Network) -> np.ndarray:
         """Per marking link its spare capacity over its capacity at positions x."""
-        return (1.0 - net.load(state(x, marking, net)[4]) / capacity)[marking]
+        return spare(x, marking, net)[0]
 
     def solve_sets(marking: np.ndarray, start: np.ndarray, net: Network, budget: int,
                    member: np.ndarray) -> np.ndarray:
@@ -305,7 +330,8 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
             # (`_lift`), and the solve goes on from there
             at = np.inf
             for _ in range(_LIFTS):
-                tried = _least_squares(balance, _lift(y, used), low, high, related, budget)
+                tried = _least_squares(balance, _lift(y, used), low, high, related, budget,
+                                       batched=True)
                 now = float(np.max(np.abs(balance(tried)), initial=0.0))
                 if now < at:
                     y = tried
@@ -436,22 +462,64 @@ def _lift(y: np.ndarray, used: Callable[[np.ndarray], np.ndarray]) -> np.ndarray
 
 
 def _least_squares(residual: Callable[[np.ndarray], np.ndarray], start: np.ndarray,
-                   low: np.ndarray, high: np.ndarray, related: np.ndarray, budget: int
-                   ) -> np.ndarray:
+                   low: np.ndarray, high: np.ndarray, related: np.ndarray, budget: int,
+                   batched: bool = False) -> np.ndarray:
     """The root of `residual` within [low, high] from `start` by least squares (scipy's
     trust-region reflective method, the Jacobian by `_grouped_differences`), at most `budget`
-    evaluations."""
+    evaluations; `batched`: the residual takes a batch of points (single paths), and Newton
+    (`_newton`) is tried first."""
+    jacobian = _grouped_differences(residual, related, high, batched)
     try:
         # BLAS threads cost more than they bring on matrices this small (k = 8 fat-tree: 20 %)
         with threadpool_limits(1):
+            # single paths: Newton first, which from a near start (the rest with ACKs from
+            # the one without) takes a fifth of the least squares' steps (the k = 8
+            # fat-tree, hash seed 1: 20 Jacobians against 108); the least squares where
+            # it fails
+            found = _newton(residual, jacobian, start, low, high) if batched else None
+            if found is not None:
+                return found
             return scipy.optimize.least_squares(
                 residual, start, bounds=(low, high), method="trf",
-                jac=_grouped_differences(residual, related, high),
-                xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=budget).x
+                jac=jacobian, xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=budget).x
     except np.linalg.LinAlgError as why:
         raise ScenarioError(f"the rest state was not found: the root solver failed ({why}) "
                             f"on {start.size} unknowns") from None
 
+
+def _newton(residual: Callable[[np.ndarray], np.ndarray],
+            jacobian: Callable[[np.ndarray], np.ndarray], start: np.ndarray, low: np.ndarray,
+            high: np.ndarray) -> np.ndarray | None:
+    """The root of `residual` within [low, high] by Newton from `start` (the Fischer-Burmeister
+    system is semismooth: quadratic convergence near a root), each step halved until the
+    largest residual falls; None where that fails above 1e-11 (the differences' rounding) or
+    takes more than _NEWTON steps."""
+    x, value = start.copy(), residual(start)
+    now = float(np.max(np.abs(value), initial=0.0))
+    for _ in range(_NEWTON):
+        if now <= 1e-13:
+            return x
+        try:
+            step = np.linalg.solve(jacobian(x), -value)
+        except np.linalg.LinAlgError:
+            return None
+        for _ in range(20):
+            tried = np.clip(x + step, low, high)
+            at_tried = residual(tried)
+            at = float(np.max(np.abs(at_tried), initial=0.0))
+            if at < now:
+                break
+            step = step / 2
+        else:  # no decrease: at the differences' rounding, or stuck
+            return x if now <= 1e-11 else None
+        x, value, now = tried, at_tried, at
+    return x if now <= 1e-13 else None
+
+
+# Newton steps before the least squares takes over: where it converged it took 4 to 23 (k = 4
+# and 8 fat-trees, Reno and DCTCP, 14 hash seeds and controls); from the first start on the
+# k = 8 fat-tree it crawls (damped steps), and the least squares found the rest
+_NEWTON = 25
 
 # evaluations after which a least squares has stalled: converging ones took 100 to 1,400 (k = 4
 # and 8 fat-trees, LIA, OLIA, BALIA, Reno), stalled ones ran to scipy's 100 per unknown (a
@@ -483,9 +551,9 @@ class _Shared:
     holder: np.ndarray  # (sets,) the marking link (its index among them) holding the queue
 
     def expand(self, y: np.ndarray) -> np.ndarray:
-        """Per marking link its position, from one per set."""
-        x = np.zeros(self.member.size)
-        x[self.holder] = y
+        """Per marking link its position, from one per set (..., sets)."""
+        x = np.zeros(y.shape[:-1] + self.member.shape)
+        x[..., self.holder] = y
         return x
 
     def contract(self, x: np.ndarray) -> np.ndarray:
@@ -495,10 +563,10 @@ class _Shared:
         return y
 
     def least(self, value: np.ndarray) -> np.ndarray:
-        """Per set the least of its links' `value`."""
-        out = np.full(self.holder.size, np.inf)
-        np.minimum.at(out, self.member, value)
-        return out
+        """Per set the least of its links' `value` (..., marking links)."""
+        order = np.argsort(self.member, kind="stable")
+        starts = np.flatnonzero(np.diff(self.member[order], prepend=-1))  # every set has one
+        return np.minimum.reduceat(value[..., order], starts, axis=-1)
 
 
 def _same_data(routing: np.ndarray, capacity: np.ndarray, markers: _Markers,
@@ -548,10 +616,13 @@ def _related(problem: Any, network: Network, marking: np.ndarray,
 
 
 def _grouped_differences(function: Callable[[np.ndarray], np.ndarray], related: np.ndarray,
-                         upper: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+                         upper: np.ndarray, batched: bool = False
+                         ) -> Callable[[np.ndarray], np.ndarray]:
     """The Jacobian of `function` by forward differences, columns whose rows (`related`: rows x
     columns, where an entry may be non-zero) do not meet perturbed together, one evaluation per
-    group (Curtis, Powell and Reid 1974), the step turned back below the `upper` bounds."""
+    group (Curtis, Powell and Reid 1974), the step turned back below the `upper` bounds;
+    `batched`: `function` takes the groups' points as one batch (groups, unknowns), which on
+    the k = 8 fat-tree's 30 groups costs about what two single evaluations do."""
     groups: list[list[int]] = []
     rows: list[np.ndarray] = []
     for column in range(related.shape[1]):
@@ -567,18 +638,32 @@ def _grouped_differences(function: Callable[[np.ndarray], np.ndarray], related: 
     def jacobian(x: np.ndarray) -> np.ndarray:
         at = function(x)
         out = np.zeros((at.size, x.size))
-        for group in groups:
+        moved = np.repeat(x[None, :], len(groups), axis=0)
+        steps = []
+        for g, group in enumerate(groups):
             step = 1.49e-8 * np.maximum(1.0, np.abs(x[group]))
             step = np.where(x[group] + step > upper[group], -step, step)
-            moved = x.copy()
-            moved[group] += step
-            change = function(moved) - at
+            moved[g, group] += step
+            steps.append(step)
+        changes = (function(moved) if batched else np.array([function(m) for m in moved])) - at
+        for group, step, change in zip(groups, steps, changes, strict=True):
             for column, h in zip(group, step, strict=True):
                 hit = related[:, column]
                 out[hit, column] = change[hit] / h
         return out
 
     return jacobian
+
+
+class _Rows(NamedTuple):
+    """The marking links' part of the network (`rest_state`): only they hold queues and
+    signal."""
+
+    markers: _Markers
+    routing: np.ndarray  # (marking links, flows)
+    waits: np.ndarray  # (marking links, flows)
+    carried: np.ndarray  # (flows, marking links): bytes/s per flow's rate, data and ACKs
+    capacity: np.ndarray  # (marking links,) bytes/s
 
 
 @dataclass(frozen=True)
@@ -599,6 +684,11 @@ class _Markers:
     ecn: np.ndarray  # 1 where the signal is a mark, 0 an early drop
     step: bool
     beyond: str  # why a rest state at s = 1 is none
+
+    def restricted(self, links: np.ndarray) -> _Markers:
+        """The markers of `links` alone (a mask or indices)."""
+        return dataclasses.replace(self, low=self.low[links], high=self.high[links],
+                                   pmax=self.pmax[links], ecn=self.ecn[links])
 
     def at(self, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(queue in bytes, probability) per link at `position`."""
@@ -684,24 +774,40 @@ def _most_load(problem: Any, network: Network, upstream: np.ndarray) -> np.ndarr
     return data + acks
 
 
-def _nic_limited(wanted: np.ndarray, nic: np.ndarray, network: Network
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(rate per flow, room per link): what each flow sends where its NIC limits it, the NIC's
-    room for data (its capacity less the ACKs of the flows its host receives, which it sends
-    first: the solver's rule) shared in proportion to what its flows want. The ACKs' rates may
-    be held by their own NICs in turn: a fixed point, reached by iteration (each round changes
-    the rates by about the ACK bytes per data byte, a few per cent, times the last change)."""
-    capacity, count = network.capacity, network.count
-    # a flow that nothing signals wants all of its NIC, and no more (finite arithmetic)
-    wanted = np.minimum(wanted, np.append(capacity, np.inf)[nic])
-    rate, room = wanted, capacity
-    for _ in range(1 if network.acks is None else 100):
-        before = rate
-        if network.acks is not None:
-            room = np.maximum(capacity - network.ack_load(rate), 0.0)
-        limit = np.append(room, np.inf)[nic]
-        demand = np.bincount(nic, count * wanted, capacity.size + 1)[nic]
-        rate = np.where(demand > limit, wanted * limit / np.maximum(demand, 1e-300), wanted)
-        if np.all(np.abs(rate - before) <= 1e-15 * np.abs(rate)):
-            break
-    return rate, room
+class _Nics:
+    """The host NICs' rule (`solvers.dde`): what each flow sends where its NIC limits it, the
+    NIC's room for data (its capacity less the ACKs of the flows its host receives, which it
+    sends first) shared in proportion to what its flows want. The ACKs' rates may be held by
+    their own NICs in turn: a fixed point, reached by iteration (each round changes the rates
+    by about the ACK bytes per data byte, a few per cent, times the last change)."""
+
+    def __init__(self, nic: np.ndarray, network: Network) -> None:
+        self.network = network
+        links = network.capacity.size
+        held = nic < links  # a flow with no NIC (nic == links) is held by none
+        at = np.minimum(nic, links - 1)
+        self.line = np.where(held, network.capacity[at], np.inf)  # per flow its NIC's rate
+        # per flow the ACKs that take room at its NIC, and the flows that share its NIC
+        self.acks = None if network.acks is None else network.acks[at] * held[:, None]
+        self.sharing = ((nic[:, None] == nic[None, :]) & held[:, None]).astype(float)
+
+    def limited(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rate per flow, the rates whose ACKs left the room: the fixed point's last
+        iterate) at `wanted` (..., flows)."""
+        count = self.network.count
+        # a flow that nothing signals wants all of its NIC, and no more (finite arithmetic)
+        wanted = np.minimum(wanted, self.line)
+        demand = np.maximum((count * wanted) @ self.sharing, 1e-300)
+        rate = before = wanted
+        for _ in range(1 if self.acks is None else 100):
+            before = rate
+            limit = (self.line if self.acks is None
+                     else np.maximum(self.line - (count * rate) @ self.acks.T, 0.0))
+            rate = np.where(demand > limit, wanted * limit / demand, wanted)
+            if np.all(np.abs(rate - before) <= 1e-15 * np.abs(rate)):
+                break
+        return rate, before
+
+    def room(self, acked: np.ndarray) -> np.ndarray:
+        """Per link its room for data: its capacity less the ACKs of flows at rates `acked`."""
+        return np.maximum(self.network.capacity - self.network.ack_load(acked), 0.0)

@@ -91,7 +91,10 @@ against the simulation; roots against margins (at the critical delay a root sits
 a two-way bottleneck (Reno on RED) with 64 B ACKs predicted unstable, at zero delay already
 (its queues in antiphase), and the simulation cycling, with ACKs of no size stable and the
 simulation settling; the k = 8 fat-tree permutation of Reno on RED at 10 Gb/s with ACKs
-predicted unstable far from onset and the simulation cycling.
+predicted unstable far from onset and the simulation cycling; on a k = 4 fat-tree with ACKs,
+the margins from the refined loci against a fixed grid of 2,000 frequencies and every root
+against T(s) formed whole (singular). tests/test_traced.py: the linearisation's program kept
+on disk per network.
 tests/test_equilibrium_dcqcn_plus.py: DCQCN+ verdicts against the simulation (2 and 4 flows at
 40 Gb/s stable and settling; 2 flows at 10 Gb/s unstable and cycling with the predicted period
 within 15 %), and the rightmost root's decay rate against that of the simulated flows' rate
@@ -113,10 +116,12 @@ of delay differential equations", SIAM J. Sci. Comput. 27(2), 2005.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -132,6 +137,7 @@ from threadpoolctl import threadpool_limits
 from pathflow.analysis.equilibrium import RestState, rest_state
 from pathflow.models.base import Signals
 from pathflow.scenario import Scenario, ScenarioError
+from pathflow.solvers import traced
 
 __all__ = ["Linearization", "characteristic_roots", "linearize", "loop_margins", "stability"]
 
@@ -191,7 +197,8 @@ def characteristic_roots(lin: Linearization, nodes: int = 32, count: int = 8) ->
     # the discretisation resolves roots with |Im s| span below about the node count
     guesses = guesses[np.abs(guesses.imag) * span <= nodes]
     guesses = guesses[np.argsort(-guesses.real)][:3 * count]
-    roots = [_newton(lin, s) for s in guesses]
+    modal = _Modal(_compressed(lin))
+    roots = [_newton(modal, s) for s in guesses]
     roots = np.array([complex(s.real, abs(s.imag)) if abs(s.imag) > 1e-9 * abs(s)
                       else complex(s.real, 0.0) for s in roots if np.isfinite(s)])
     unique: list[complex] = []
@@ -203,20 +210,16 @@ def characteristic_roots(lin: Linearization, nodes: int = 32, count: int = 8) ->
 
 def loop_margins(lin: Linearization, points: int | None = None) -> Margins:
     """Phase, delay and gain margins of the loop broken at the delayed signals (module
-    docstring), from the characteristic loci of G(j omega) on a logarithmic grid of `points`
-    frequencies (default 4000, 400 beyond 8 signals: on the largest parts of five k = 6 and 8
-    fat-trees, 42 to 104 signals, every margin at 400 points is that at 2,000 within 1e-10,
-    while 300 missed a gain crossing once), each crossing refined by bisection. Gain margins
-    above GAIN_RANGE are reported as inf."""
+    docstring), from the characteristic loci of G(j omega) over seven decades of frequency
+    (`_loci`; `points`: on a fixed logarithmic grid of that many instead), each crossing
+    refined by bisection. Gain margins above GAIN_RANGE are reported as inf."""
     lin = _compressed(lin)
-    if points is None:
-        points = 4000 if lin.c.shape[0] <= 8 else 400
     if lin.c.shape[0] == 0:
         return Margins(math.inf, math.nan, math.inf, math.inf)
     scale = float(np.mean(lin.delay)) if np.any(lin.delay > 0) else 1.0 / max(
         float(np.max(np.abs(np.linalg.eigvals(lin.a0)))), 1e-300)
-    omegas = np.geomspace(1e-4 / scale, 1e3 / scale, points)
-    loci = _loci(lin, omegas)  # (points, m), each column one continuous branch
+    modal = _Modal(lin)
+    omegas, loci = _loci(modal, 1e-4 / scale, 1e3 / scale, points)  # loci: (points, m)
 
     def crossings(measure: _Measure, where: np.ndarray) -> list[tuple[int, int]]:
         """(grid point, branch) where `measure` changes sign between a point and the next."""
@@ -225,7 +228,7 @@ def loop_margins(lin: Linearization, points: int | None = None) -> Margins:
         return [(int(i), int(k)) for i, k in zip(*np.nonzero(change), strict=True)]
 
     def located(i: int, k: int, measure: _Measure) -> tuple[float, complex]:
-        return _refine(lin, omegas[i], omegas[i + 1], loci[i, k], loci[i + 1, k], measure)
+        return _refine(modal, omegas[i], omegas[i + 1], loci[i, k], loci[i + 1, k], measure)
 
     def interpolated(i: int, k: int, measure: _Measure) -> tuple[float, complex]:
         low, high = measure(loci[i, k]), measure(loci[i + 1, k])
@@ -513,13 +516,17 @@ class _Closed:
     @functools.cached_property
     def _program(self) -> Callable[[jax.Array], tuple[jax.Array, ...]]:
         """One program for the rest point's Newton and the linearisation (its compilation is
-        most of their time: 0.7 s of 2.4 on the k = 8 fat-tree)."""
+        most of their time: 0.7 s of 2.4 on the k = 8 fat-tree), its trace kept on disk
+        (`solvers.traced`) under a digest of everything it closes over (this object's data
+        and this module's source; the models' source is in the key already): tracing it
+        took 0.25 s of `pathflow analyze` on the k = 8 fat-tree."""
         def derivatives(z: jax.Array) -> tuple[jax.Array, ...]:
             u = self.signals(z)
             return (self.field(z, u), u, self._rtt(self._state(z)[1]),
                     *jax.jacfwd(self.field, argnums=(0, 1))(z, u), jax.jacfwd(self.signals)(z))
 
-        return _jit_once(derivatives)
+        closure = traced.fingerprint((Path(__file__).read_bytes(), vars(self)))
+        return traced.cached("stability.derivatives", closure, derivatives, options=_FEW_RUNS)
 
     def _derivatives(self, z: np.ndarray) -> tuple[np.ndarray, ...]:
         """(F(z, g(z)), g(z), the round trips, dF/dz, dF/du, dg/dz) at z."""
@@ -574,20 +581,32 @@ class _Closed:
         settles; the network's loop is what may not)."""
         rtt = jnp.asarray(rest.rtt)
 
+        def slope(values: dict[str, jax.Array], signals: Signals) -> dict[str, jax.Array]:
+            return self.model.derivative(values, signals, self.params)
+
         # one program, not an eager dispatch (and a compilation) per operation
         @_jit_once
-        def held(queue: jax.Array) -> tuple[Signals, dict[str, jax.Array]]:
+        def held(queue: jax.Array) -> tuple[Signals, dict[str, jax.Array], Any, Any]:
             path = self._path_signals(queue)
             signals = Signals(rtt, path[:, 0], path[:, 1], self.rest_rate / self.packet,
                               jnp.ones_like(rtt), self.flow, self.receiver, self.count)
             state = self.model.project(self.model.initial_state(self.params), signals,
                                        self.params)
-            return signals, {key: jnp.asarray(value, float) for key, value in state.items()}
+            state = {key: jnp.asarray(value, float) for key, value in state.items()}
+            return (signals, state, slope(state, signals),
+                    jax.jacfwd(slope)(state, signals))
 
-        signals, state = held(jnp.asarray(self.rest_queue))
+        signals, state, now, jac = held(jnp.asarray(self.rest_queue))
         rate = signals.acked_rate
         self._rest_signals = (signals.mark, signals.loss, rate)
-        self.keys = keys = self._moving_keys(state, signals)
+        # the state variables whose derivative depends on anything, or is not zero (the others
+        # are bookkeeping that the mean-field form leaves constant). Not zero: DCQCN+'s stage
+        # count starts at 0, where its floor hides every dependence, yet it grows
+        self.keys = keys = [
+            key for key in state
+            if np.any(np.asarray(now[key])[self.moving] != 0)
+            or any(np.any(np.asarray(block)[self.moving] != 0)
+                   for block in jax.tree.leaves(jac[key]))]
         if not keys or not self.moving.size:
             return state
 
@@ -602,37 +621,23 @@ class _Closed:
         def moved(y: jax.Array) -> jax.Array:
             current = unpack(y)
             own = signals._replace(acked_rate=self.model.rate(current, rtt, self.params))
-            d = self.model.derivative(current, own, self.params)
+            d = slope(current, own)
             return jnp.concatenate([d[key][moving] for key in keys])
 
-        slope, jacobian = _jit_once(moved), _jit_once(jax.jacfwd(moved))
+        newton = _jit_once(lambda y: (moved(y), jax.jacfwd(moved)(y)))
         start = np.concatenate([np.asarray(state[key])[moving] for key in keys])
-        found = _newton_rest(slope, jacobian, start, keys, np.asarray(rest.window)[moving])
+        found = _newton_rest(newton, start, keys, np.asarray(rest.window)[moving])
         if found is not None:
-            resting = _jit_once(unpack)(found)
-            sends = _jit_once(self.model.rate)(resting, rtt, self.params)
+            resting, sends = _jit_once(
+                lambda y: (unpack(y), self.model.rate(unpack(y), rtt, self.params)))(found)
             if np.allclose(np.asarray(sends)[moving], np.asarray(rate)[moving], rtol=1e-9,
                            atol=0.0):
                 return resting  # the equilibrium's own rest, the common case
         horizon = 1e4 * float(np.max(np.asarray(rtt)[moving]))
         solved = scipy.integrate.solve_ivp(
-            lambda _, y: np.asarray(slope(y)), (0.0, horizon), start, method="LSODA",
-            jac=lambda _, y: np.asarray(jacobian(y)), rtol=1e-10, atol=1e-12)
+            lambda _, y: np.asarray(newton(y)[0]), (0.0, horizon), start, method="LSODA",
+            jac=lambda _, y: np.asarray(newton(y)[1]), rtol=1e-10, atol=1e-12)
         return unpack(solved.y[:, -1])
-
-    def _moving_keys(self, state: dict[str, jax.Array], signals: Signals) -> list[str]:
-        """The state variables whose derivative depends on anything, or is not zero (the
-        others are bookkeeping that the mean-field form leaves constant). Not zero: DCQCN+'s
-        stage count starts at 0, where its floor hides every dependence, yet it grows."""
-
-        def slope(values: dict[str, jax.Array]) -> dict[str, jax.Array]:
-            return self.model.derivative(values, signals, self.params)
-
-        now, jac = _jit_once(lambda values: (slope(values), jax.jacfwd(slope)(values)))(state)
-        return [key for key in state
-                if np.any(np.asarray(now[key])[self.moving] != 0)
-                or any(np.any(np.asarray(block)[self.moving] != 0)
-                       for block in jax.tree.leaves(jac[key]))]
 
     def _polish(self) -> np.ndarray:
         """Newton on F(z, g(z)) = 0 from the equilibrium's rest state."""
@@ -668,25 +673,29 @@ class _Closed:
         return z
 
 
+# for programs run a few times: LLVM's optimisations off, which halves their compilation (the
+# k = 8 fat-tree's field and Jacobians: 0.84 s -> 0.48 s) and leaves their values within
+# rounding (1e-16)
+_FEW_RUNS = {"xla_backend_optimization_level": 0}
+
+
 def _jit_once(function: Callable) -> Callable:
-    """`jax.jit` for a program run a few times: LLVM's optimisations off, which halves its
-    compilation (the k = 8 fat-tree's field and Jacobians: 0.84 s -> 0.48 s) and leaves its
-    values within rounding (1e-16)."""
-    return jax.jit(function, compiler_options={"xla_backend_optimization_level": 0})
+    """`jax.jit` for a program run a few times (`_FEW_RUNS`)."""
+    return jax.jit(function, compiler_options=_FEW_RUNS)
 
 
-def _newton_rest(slope: Callable[[jax.Array], jax.Array],
-                 jacobian: Callable[[jax.Array], jax.Array], start: np.ndarray,
-                 keys: list[str], window: np.ndarray) -> np.ndarray | None:
-    """Newton on the controllers' moving variables under held signals, the windows started at
-    the equilibrium's (where it gives them): their rest in a few steps, or None where Newton
-    does not settle (the caller then integrates)."""
+def _newton_rest(newton: Callable[[jax.Array], tuple[jax.Array, jax.Array]],
+                 start: np.ndarray, keys: list[str], window: np.ndarray) -> np.ndarray | None:
+    """Newton on the controllers' moving variables under held signals (`newton`: their slope
+    and its Jacobian), the windows started at the equilibrium's (where it gives them): their
+    rest in a few steps, or None where Newton does not settle (the caller then integrates)."""
     y = start.copy()
     if "cwnd" in keys and np.all(np.isfinite(window)):
         k = keys.index("cwnd")
         y[k * window.size:(k + 1) * window.size] = window
     for _ in range(30):
-        step = np.linalg.lstsq(np.asarray(jacobian(y)), -np.asarray(slope(y)), rcond=None)[0]
+        slope, jacobian = newton(y)
+        step = np.linalg.lstsq(np.asarray(jacobian), -np.asarray(slope), rcond=None)[0]
         y = y + step
         if not np.all(np.isfinite(y)):
             return None
@@ -798,20 +807,58 @@ def _interpolation_row(x: np.ndarray, weights: np.ndarray, point: float) -> np.n
     return terms / terms.sum()
 
 
-def _characteristic(lin: Linearization, s: complex) -> tuple[np.ndarray, np.ndarray]:
-    exp = np.exp(-s * lin.delay)
-    n = lin.a0.shape[0]
-    t = s * np.eye(n) - lin.a0 - (lin.b * exp) @ lin.c
-    derivative = np.eye(n) + (lin.b * (lin.delay * exp)) @ lin.c
-    return t, derivative
+class _Modal:
+    """T(s) = s I - A0 - B E(s) C and the loop G(s) = C (s I - A0)^-1 B E(s) through A0's
+    eigendecomposition A0 = V diag(mu) V^-1: G(s) = L diag(1 / (s - mu)) R E(s), L = C V,
+    R = V^-1 B, and det T(s) = det(s I - A0) det(I - G(s)): products of m x n matrices
+    rather than solves of n x n ones (the k = 8 fat-tree's part: n = 284, m = 128). Where V is
+    ill conditioned (cond V >= 1e8), the solves."""
+
+    def __init__(self, lin: Linearization) -> None:
+        self.lin = lin
+        self.modes, vectors = np.linalg.eig(lin.a0)
+        self.diagonal = bool(np.linalg.cond(vectors) < 1e8)
+        if self.diagonal:
+            self.left, self.right = lin.c @ vectors, np.linalg.solve(vectors, lin.b)
+
+    def loop(self, s: np.ndarray) -> np.ndarray:
+        """G(s) at each of `s` (points,): (points, m, m)."""
+        s = s[:, None, None]
+        lin = self.lin
+        if self.diagonal:
+            loop = np.matmul(self.left[None] / (s - self.modes[None, None, :]), self.right)
+        else:
+            n = lin.a0.shape[0]
+            loop = lin.c @ np.linalg.solve(s * np.eye(n) - lin.a0, lin.b)
+        return loop * np.exp(-s * lin.delay[None, :])
+
+    def log_derivative(self, s: complex) -> complex:
+        """d/ds log det T(s) = trace(T(s)^-1 T'(s)) (raises LinAlgError where T(s) is
+        singular)."""
+        lin = self.lin
+        exp = np.exp(-s * lin.delay)
+        if self.diagonal:
+            with np.errstate(divide="ignore", invalid="ignore"):  # s on a mode: below
+                inverse = 1.0 / (s - self.modes)
+                scaled = self.left * inverse
+                loop = (scaled @ self.right) * exp
+                slope = -((scaled * inverse) @ self.right) * exp - loop * lin.delay
+                m = loop.shape[0]
+                found = complex(inverse.sum()
+                                - np.trace(np.linalg.solve(np.eye(m) - loop, slope)))
+            if math.isfinite(abs(found)):
+                return found
+        n = lin.a0.shape[0]  # s on a mode of A0, or V ill conditioned
+        t = s * np.eye(n) - lin.a0 - (lin.b * exp) @ lin.c
+        derivative = np.eye(n) + (lin.b * (lin.delay * exp)) @ lin.c
+        return complex(np.trace(np.linalg.solve(t, derivative)))
 
 
-def _newton(lin: Linearization, s: complex) -> complex:
+def _newton(modal: _Modal, s: complex) -> complex:
     """A root of det T(s) = 0 near s (NaN where Newton does not settle)."""
     for _ in range(50):
-        t, derivative = _characteristic(lin, s)
         try:
-            trace = np.trace(np.linalg.solve(t, derivative))
+            trace = modal.log_derivative(s)
         except np.linalg.LinAlgError:
             return s  # T(s) singular: s is a root
         if trace == 0:
@@ -823,42 +870,96 @@ def _newton(lin: Linearization, s: complex) -> complex:
     return complex(math.nan, math.nan)
 
 
-def _loop(lin: Linearization, omega: float) -> np.ndarray:
-    n = lin.a0.shape[0]
-    s = 1j * omega
-    return (lin.c @ np.linalg.solve(s * np.eye(n) - lin.a0, lin.b)) * np.exp(-s * lin.delay)
+def _loci(modal: _Modal, low: float, high: float, points: int | None = None
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """(omegas, the eigenvalues of G(j omega) at each, matched point to point into branches)
+    from `low` to `high` rad/s, on a fixed logarithmic grid of `points` where given. Else up to
+    8 signals on a fixed grid of 4,000 points; beyond, where each eigenproblem costs more, on a
+    grid refined where it matters: START points, then each interval halved (in log omega)
+    while a branch within a factor SPAN of the unit circle moves across it by more than MOVE of
+    its size, down to 1 % in omega. On the largest parts of 16 rest states (k = 4 to 8
+    fat-trees, Reno and DCTCP, with ACKs and without; 12 to 238 signals) every margin is that
+    of a fixed grid of 2,000 points within 1e-11, from 95 to 194 points where a fixed grid of
+    400 had been needed (300 missed a gain crossing once)."""
+    eigenvalues = _loop_eigenvalues(modal)
+    if points is not None or modal.lin.c.shape[0] <= 8:
+        omegas = np.geomspace(low, high, points or 4000)
+        return omegas, _branches(omegas, dict(zip(omegas, eigenvalues(omegas), strict=True)))
+    start = np.geomspace(low, high, START)
+    values = dict(zip(start, eigenvalues(start), strict=True))
+    orders: dict[tuple[float, float], np.ndarray] = {}  # the matchings found on the way
+    pending = list(itertools.pairwise(start))
+    while pending:
+        split = [(a, b) for a, b in pending if b / a > 1.01 and _moves(values, a, b, orders)]
+        if not split:
+            break
+        middle = np.sqrt([a * b for a, b in split])
+        values.update(zip(middle, eigenvalues(middle), strict=True))
+        pending = [pair for (a, b), m in zip(split, middle, strict=True)
+                   for pair in ((a, m), (m, b))]
+    omegas = np.array(sorted(values))
+    return omegas, _branches(omegas, values, orders)
 
 
-def _loci(lin: Linearization, omegas: np.ndarray, batch: int = 64) -> np.ndarray:
-    """The eigenvalues of G(j omega) along `omegas`, matched point to point into branches."""
-    n = lin.a0.shape[0]
-    modes, vectors = np.linalg.eig(lin.a0)
-    # (j omega - A0)^-1 = V diag(1 / (j omega - lambda)) V^-1, where V is well conditioned
-    diagonal = np.linalg.cond(vectors) < 1e8
-    if diagonal:
-        left, right = lin.c @ vectors, np.linalg.solve(vectors, lin.b)
+# `_loci`'s refinement: the first grid, the branches that matter and how far they may move
+START, SPAN, MOVE = 60, 30.0, 0.2
 
-    def values_at(first: int) -> np.ndarray:
-        s = 1j * omegas[first:first + batch, None, None]
-        loop = (np.matmul(left[None] / (s - modes[None, None, :]), right) if diagonal
-                else lin.c @ np.linalg.solve(s * np.eye(n) - lin.a0, lin.b))
-        return np.linalg.eigvals(loop * np.exp(-s * lin.delay[None, :]))
 
-    # LAPACK's eigensolver gains little from BLAS threads at this size: a batch per core,
-    # each on one BLAS thread, is about twice as fast on two cores
-    starts = range(0, omegas.size, batch)
-    if lin.c.shape[0] <= 8:  # small eigenproblems: threads would cost more than they save
-        loci = np.concatenate([values_at(first) for first in starts])
-    else:
-        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(_CORES) as pool:
-            loci = np.concatenate(list(pool.map(values_at, starts)))
-    for i in range(1, omegas.size if loci.shape[1] > 1 else 0):
-        cost = np.abs(loci[i - 1][:, None] - loci[i][None, :])
-        loci[i] = loci[i][scipy.optimize.linear_sum_assignment(cost)[1]]
+def _moves(values: dict[float, np.ndarray], a: float, b: float,
+           orders: dict[tuple[float, float], np.ndarray]) -> bool:
+    """Whether a branch within SPAN of the unit circle moves by more than MOVE of its size
+    from omega a to b (the matching kept in `orders`)."""
+    before = values[a]
+    orders[a, b] = _matching(before, values[b])
+    after = values[b][orders[a, b]]
+    size = np.minimum(np.abs(before), np.abs(after))
+    near = (np.maximum(np.abs(before), np.abs(after)) > 1 / SPAN) & (size < SPAN)
+    return bool(np.any(np.abs(after - before)[near] > MOVE * size[near]))
+
+
+def _matching(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """The order of `after` in which each entry continues the branch of `before`'s nearest to
+    it (the assignment of least total distance)."""
+    if before.size == 1:  # one branch (the 4,000-point grids of one-signal parts): no match
+        return np.zeros(1, int)
+    return scipy.optimize.linear_sum_assignment(np.abs(before[:, None] - after[None, :]))[1]
+
+
+def _branches(omegas: np.ndarray, values: dict[float, np.ndarray],
+              orders: dict[tuple[float, float], np.ndarray] | None = None) -> np.ndarray:
+    """(points, m): the eigenvalues at `omegas`, each point's ordered to continue the
+    branches of the one before (`orders`: matchings already found)."""
+    orders = orders or {}
+    loci = np.empty((omegas.size, values[omegas[0]].size), complex)
+    order = np.arange(loci.shape[1])
+    loci[0] = values[omegas[0]]
+    for i, (a, b) in enumerate(itertools.pairwise(omegas), start=1):
+        found = orders.get((a, b))
+        order = (_matching(values[a], values[b]) if found is None else found)[order]
+        loci[i] = values[b][order]
     return loci
 
 
-def _refine(lin: Linearization, low: float, high: float, at_low: complex, at_high: complex,
+def _loop_eigenvalues(modal: _Modal) -> Callable[[np.ndarray], np.ndarray]:
+    """The eigenvalues of G(j omega) at each of a list of omegas (points, m), unordered."""
+
+    def values_at(omegas: np.ndarray) -> np.ndarray:
+        return np.linalg.eigvals(modal.loop(1j * omegas))
+
+    def eigenvalues(omegas: np.ndarray) -> np.ndarray:
+        if modal.lin.c.shape[0] <= 8:  # small eigenproblems: threads would cost more
+            return np.concatenate([values_at(omegas[first:first + 64])
+                                   for first in range(0, omegas.size, 64)])
+        # LAPACK's eigensolver gains little from BLAS threads at this size: a share of the
+        # points per core, each on one BLAS thread, is about twice as fast on two cores
+        shares = [share for share in np.array_split(omegas, _CORES) if share.size]
+        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(_CORES) as pool:
+            return np.concatenate(list(pool.map(values_at, shares)))
+
+    return eigenvalues
+
+
+def _refine(modal: _Modal, low: float, high: float, at_low: complex, at_high: complex,
             measure: _Measure) -> tuple[float, complex]:
     """The root of `measure` on a branch between two grid points where it changes sign, by the
     Illinois method in log omega (regula falsi whose kept end's value is halved when it is kept
@@ -871,7 +972,7 @@ def _refine(lin: Linearization, low: float, high: float, at_low: complex, at_hig
         share = m_low / (m_low - m_high) if m_low != m_high else 0.5
         share = min(max(share, 1e-3), 1 - 1e-3)  # strictly inside the bracket
         middle = low * (high / low) ** share
-        values = np.linalg.eigvals(_loop(lin, middle))
+        values = np.linalg.eigvals(modal.loop(np.array([1j * middle]))[0])
         guess = at_low + (at_high - at_low) * share
         value = complex(values[np.argmin(np.abs(values - guess))])
         found = measure(value)
