@@ -62,7 +62,7 @@ def test_the_pade_realisation_follows_the_delay() -> None:
     systems: on the imaginary axis its response C (x I - A)^-1 B + D has unit gain (an
     all-pass, as e^(-j w) has) and the phase of e^(-j w) within 0.1 degree up to w = pi and
     10 degrees up to 2 pi (the accuracy `_rational` states)."""
-    from pathflow.analysis.stability import _pade_delay
+    from pathflow.analysis.characteristic import _pade_delay
 
     a, b, c, d = _pade_delay(4)
     for top, degrees in ((math.pi, 0.1), (2 * math.pi, 10.0)):
@@ -193,7 +193,7 @@ def test_large_systems_find_the_same_roots(tmp_path: Path, monkeypatch: pytest.M
     delay-free Pade system instead: the same rightmost roots as the generator's on DCQCN (N =
     10 at 85 us, unstable, three signals per flow) and on the Reno/RED parking lot (delays
     that differ per flow)."""
-    import pathflow.analysis.stability as module
+    import pathflow.analysis.characteristic as module
 
     for lin in (linearize(_dcqcn(10, LOOP)), linearize(_parking_lot(tmp_path, 3))):
         dense = characteristic_roots(lin, count=3)
