@@ -89,17 +89,18 @@ def characteristic_roots(lin: Linearization, nodes: int = 32, count: int = 8) ->
     if n == 0:
         return np.zeros(0, complex)
     span = float(lin.delay.max()) if lin.delay.size else 0.0
+    small = _compressed(lin)  # the same roots, fewer channels
     if span <= 0:
         guesses = np.linalg.eigvals(lin.a0 + lin.b @ lin.c)
     elif n * (nodes + 1) <= DENSE:
         guesses = np.linalg.eigvals(_generator(lin, nodes, span).toarray())
     else:
-        guesses = np.linalg.eigvals(_rational(_compressed(lin)))
+        guesses = np.linalg.eigvals(_rational(small))
     guesses = guesses[(guesses.imag >= 0) & np.isfinite(guesses)]
     # the discretisation resolves roots with |Im s| span below about the node count
     guesses = guesses[np.abs(guesses.imag) * span <= nodes]
     guesses = guesses[np.argsort(-guesses.real)][:3 * count]
-    modal = _Modal(_compressed(lin))
+    modal = _Modal(small)
     roots = [_newton(modal, s) for s in guesses]
     roots = np.array([complex(s.real, abs(s.imag)) if abs(s.imag) > 1e-9 * abs(s)
                       else complex(s.real, 0.0) for s in roots if np.isfinite(s)])

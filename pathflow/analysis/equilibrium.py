@@ -242,7 +242,8 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
         queue[..., marking], p_link[..., marking] = queued, signal
         return queue, p_link, rtt, window, rate, mark, loss, room
 
-    def spare(x: np.ndarray, marking: np.ndarray, net: Network) -> np.ndarray:
+    def spare(x: np.ndarray, marking: np.ndarray, net: Network
+              ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
         """Per marking link its spare capacity over its capacity at positions x (..., and the
         network's state there)."""
         found = state(x, marking, net)
