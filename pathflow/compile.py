@@ -243,6 +243,7 @@ def _run_once(problem: Problem, controller_of: np.ndarray) -> Problem:
         packet=np.asarray(problem.packet)[first],
         ack=np.asarray(problem.ack)[first],
         rto_min=np.asarray(problem.rto_min)[first],
+        probe=np.asarray(problem.probe)[first],
         draws=np.asarray(problem.draws)[first],
         params=jax.tree.map(lambda values: np.asarray(values)[first], problem.params),
     )
@@ -336,6 +337,7 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
         packet=np.full(n_subflows, transport.mss),
         ack=ack,
         rto_min=np.full(n_subflows, transport.rto_min),
+        probe=np.full(n_subflows, float(transport.sack and transport.recovery == "linux")),
         draws=_timeout_draws(scenario.si.run.seed, n_subflows),
         params=params,
         dt=np.asarray(dt),

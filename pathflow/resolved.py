@@ -113,8 +113,9 @@ class ResolvedTransport:
     parameters: Mapping[str, Any]  # the congestion control's, in the units its model receives
     subflows: int = 1  # per connection (MPTCP); 1 for single-path TCP
     path_manager: str = "ndiffports"  # how an MPTCP connection's subflows find their paths
-    # the hosts' TCP stack (packet engine and ns-3; the fluid model has no timeouts yet)
+    # the hosts' TCP stack (rto_min and recovery also shape the fluid model's timeouts)
     sack: bool = True  # SACK with RFC 6675 recovery; False: NewReno
+    recovery: str = "rfc6675"  # with SACK: "rfc6675", or "linux" (RACK-TLP and PRR)
     rto_min: float = 0.2  # s, lower bound of the retransmission timeout
     delayed_ack_timeout: float = 0.04  # s, delayed-ACK timer
     ack_size: float = 64.0  # bytes: a pure ACK on the wire; 0 leaves ACKs out of the fluid model

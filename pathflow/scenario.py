@@ -212,6 +212,7 @@ class Transport(_Open):
     path_manager: Literal["ndiffports", "fullmesh"] = "ndiffports"
     # the hosts' TCP stack, one per scenario (`_STACK_KEYS`; `_stack` resolves and checks them)
     sack: bool = True
+    recovery: Literal["rfc6675", "linux"] = "rfc6675"
     rto_min: Time = "200ms"
     delayed_ack_timeout: Time | None = None
 
@@ -395,7 +396,7 @@ def _run(run: Run, duration: float) -> ResolvedRun:
 _TRAFFIC_KEYS = tuple(key for key in Traffic.model_fields if key != "groups")
 _TRANSPORT_KEYS = tuple(Transport.model_fields)
 # [transport] keys that hold for the whole scenario (one packet size, one host TCP stack)
-_STACK_KEYS = ("mss", "sack", "rto_min", "delayed_ack_timeout")
+_STACK_KEYS = ("mss", "sack", "recovery", "rto_min", "delayed_ack_timeout")
 RTO_MAX = 60.0  # s: RFC 6298 (2.5) allows an upper bound of at least 60 s; rto_min stays below
 DELAYED_ACK_MAX = 0.5  # s: RFC 5681 (4.2): an ACK must be sent within 500 ms of a segment
 
@@ -508,7 +509,11 @@ def _stack(transport: Transport) -> dict[str, Any]:
     if not 0 < timeout <= DELAYED_ACK_MAX:
         raise ScenarioError(f"transport.delayed_ack_timeout: {text} must be > 0 and at most "
                             "500ms (RFC 5681)")
-    return {"sack": transport.sack, "rto_min": rto_min, "delayed_ack_timeout": timeout}
+    if transport.recovery == "linux" and not transport.sack:
+        raise ScenarioError("transport.recovery: 'linux' needs transport.sack = true (RACK-TLP "
+                            "finds losses from SACK blocks)")
+    return {"sack": transport.sack, "recovery": transport.recovery, "rto_min": rto_min,
+            "delayed_ack_timeout": timeout}
 
 
 def _red_ecn(aqm_values: dict[str, Any], groups: tuple[ResolvedGroup, ...]) -> None:

@@ -54,12 +54,12 @@ name = "..."                   label for outputs
              and the group's next round starts when every one of its flows has delivered its
              block; results: block_done (flow, round) and pathflow.metrics.round_summary
   [[traffic.groups]]  mixed traffic: each entry a traffic table of its own (any key above) that
-             may also set any [transport] key but the host stack's (mss, sack, rto_min,
-             delayed_ack_timeout): cc, subflows, path_manager, the cc's parameters, e.g. MPTCP
-             users beside TCP users, or long flows beside queries. A group takes the [traffic]
-             and [transport] keys it does not set, except those its cc lacks; each draws its
-             hosts as its table would alone (two incast groups share senders: give pairs to keep
-             them apart); flows are numbered group after group
+             may also set any [transport] key but the host stack's (mss, sack, recovery,
+             rto_min, delayed_ack_timeout): cc, subflows, path_manager, the cc's parameters,
+             e.g. MPTCP users beside TCP users, or long flows beside queries. A group takes
+             the [traffic] and [transport] keys it does not set, except those its cc lacks; each
+             draws its hosts as its table would alone (two incast groups share senders: give
+             pairs to keep them apart); flows are numbered group after group
 
 {transport}
 [routing]
@@ -138,13 +138,17 @@ def _vocabulary() -> dict[str, str]:
                  "(multi-homed hosts: topology.nics, or graph hosts with several links)",
                  "  sack       true (default; Linux and ns-3) | false: SACK with RFC 6675 loss "
                  "recovery, or NewReno\n             (RFC 6582); window-based controls",
+                 '  recovery   with SACK: "rfc6675" (default): losses known by 3 SACKed '
+                 'segments above,\n             cwnd = ssthresh in recovery | "linux" (since '
+                 "4.18): RACK-TLP (RFC 8985: lost\n             retransmissions and window "
+                 "tails repaired without the RTO) and PRR\n             (RFC 6937) in recovery",
                  '  rto_min    lower bound of the retransmission timeout, (0, 60s] (default '
                  '"200ms" as Linux;\n             datacentres often use "1ms" or "200us")',
                  "  delayed_ack_timeout  delayed-ACK timer, (0, 500ms] (default min(40ms, "
                  "rto_min / 5): Linux's\n             minimum)",
-                 "             These three hold for the whole scenario (not in traffic groups) "
-                 "and for the\n             packet and ns-3 engines; the fluid model has no "
-                 "timeouts yet and ignores them"]
+                 "             These hold for the whole scenario (not in traffic groups); "
+                 "ns-3 takes sack,\n             rto_min and delayed_ack_timeout (it has no "
+                 "RACK); the fluid model's timeouts\n             take rto_min and recovery"]
     for name, entry in CONTROLS.items():
         transport.append(f"  cc = {name!r}: {entry.summary}; {entry.sends}-based")
         transport += _presets(entry.model.presets, "    ")

@@ -564,7 +564,7 @@ def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
               ) -> tuple[Array, Array, Array, Array]:
         cwnd = state["cwnd"]
         unsent = due / problem.packet - cwnd  # the round's segments not yet sent
-        rate = timeouts.hazard(cwnd, loss, sent, rtt, unsent)
+        rate = timeouts.hazard(cwnd, loss, sent, rtt, unsent, problem.probe)
         clock = clock + jnp.where(sending, rate * dt, 0.0)
         fire = sending & (clock >= threshold)
         # the draw for the timeout after this one (count + 1), where this one fires

@@ -75,6 +75,7 @@ class Problem(NamedTuple):
     packet: Array  # (F,) bytes per packet (transport.mss)
     ack: Array  # (F,) ACK bytes per delivered data byte (ack_size / (mss x segments per ACK))
     rto_min: Array  # (F,) s, the retransmission timer's lower bound (`models.timeouts`)
+    probe: Array  # (F,) 1: losses found by RACK-TLP (recovery = "linux"), 0: by 3 SACKs
     draws: Array  # (F, M) Exp(1) thresholds of successive timeouts (`models.timeouts`)
     params: Any  # (F,) each: the congestion-control model's Params
     dt: Array  # () s
@@ -224,6 +225,7 @@ def pad_problem(problem: Problem, links: int, paths: int, hops: int, controllers
         packet=grow(problem.packet, controllers, float(np.asarray(problem.packet)[0])),
         ack=grow(problem.ack, controllers, 0.0),
         rto_min=grow(problem.rto_min, controllers, 1.0),
+        probe=grow(problem.probe, controllers, 0.0),
         draws=grow(problem.draws, controllers, np.inf),
         params=params,
         dt=problem.dt,
@@ -302,7 +304,8 @@ def merge_problems(problems: list[Problem]) -> Problem:
         barrier=np.concatenate([np.asarray(p.barrier) + o for p, o in zip(problems, subflow_offset,
                                                                            strict=True)]
                                ).astype(np.int32),
-        ack=join("ack"), rto_min=join("rto_min"), draws=join("draws"),
+        ack=join("ack"), rto_min=join("rto_min"), probe=join("probe"),
+        draws=join("draws"),
         params=params, dt=problems[0].dt)
     return with_hop_layout(merged)
 

@@ -45,6 +45,27 @@ def test_hazard_limits() -> None:
                                          * (1 - 0.99 ** 3), rel=1e-6)
 
 
+@pytest.mark.parametrize("cwnd", [2.0, 5.0, 10.0])
+@pytest.mark.parametrize("p", [0.01, 0.2, 0.6])
+def test_rack_tlp_times_out_only_if_every_follower_and_the_probe_are_lost(cwnd: float,
+                                                                         p: float) -> None:
+    """Linux's recovery: a loss event needs the timer only where none of the m = W + 1
+    segments after it and not the tail loss probe arrive; enumerated over the loss patterns of
+    those m + 1 segments (each lost with probability p)."""
+    m = int(cwnd) + 1
+    patterns = np.array(np.meshgrid(*[[0, 1]] * (m + 1))).reshape(m + 1, -1).T  # 1: lost
+    weight = np.prod(np.where(patterns == 1, p, 1 - p), axis=1)
+    unrepaired = float(weight[patterns.all(axis=1)].sum())
+    rtt, sent = jnp.asarray(1e-4), jnp.asarray(1e5)
+    loss = jnp.asarray(p)
+    linux = timeouts.hazard(jnp.asarray(cwnd), loss, sent, rtt, jnp.asarray(jnp.inf), 1.0)
+    assert float(linux) == pytest.approx(float(event_rate(loss, sent, rtt)) * unrepaired,
+                                         rel=1e-6)
+    # and never more often than where three SACKed segments must arrive (to rounding)
+    assert float(linux) <= float(timeouts.hazard(jnp.asarray(cwnd), loss, sent, rtt,
+                                                 jnp.asarray(jnp.inf))) + 1e-15
+
+
 def test_rto_follows_rfc6298() -> None:
     srtt, rttvar = jnp.asarray(0.01), jnp.asarray(0.002)
     assert float(timeouts.rto(srtt, rttvar, jnp.asarray(0.2))) == pytest.approx(0.2)

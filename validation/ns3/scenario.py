@@ -62,6 +62,9 @@ def ns3_config(scenario: Scenario, sample_interval: float = 1e-3,
         raise ScenarioError(f"transport.cc: {si.transport.cc!r} has no ns-3 counterpart")
     if not math.isinf(si.traffic.size):
         raise ScenarioError("traffic.size: the ns-3 runner runs long-lived flows ('inf')")
+    if si.transport.recovery == "linux":
+        raise ScenarioError("transport.recovery: ns-3's TCP has no RACK-TLP; run it with "
+                            "recovery = 'rfc6675'")
     if spray not in ("paths", "random_ecmp"):
         raise ValueError(f"spray must be 'paths' or 'random_ecmp', got {spray!r}")
     network = build_network(scenario)

@@ -39,21 +39,23 @@ acknowledged segments, +1 segment per RTT; b = the delayed-ACK count, 2 by defau
 when 3 segments above the cumulative ACK are SACKed (without SACK: after 3 duplicate ACKs), recovery
 by the SACK scoreboard (pipe, NextSeg; without SACK: NewReno with partial ACKs), RTO per RFC 6298
 with a minimum `[transport] rto_min` and exponential backoff, D-SACK undo of spurious recoveries
-with an adaptive duplicate-ACK threshold (reordering under spraying). DCTCP: ECN-capable data, the
-receiver echoes the CE state and acknowledges at once when it changes, alpha <- (1-g) alpha + g F
-once per window of data (F: fraction of echoed segments), ssthresh = cwnd (1 - alpha/2) at most once
-per window, reached by proportional rate reduction (RFC 6937), slow start until the first echo; a
-loss halves the window. MPTCP (LIA, OLIA, BALIA, uncoupled; `cc`): one sender and one receiver per
-subflow, each a TCP sender as above with its own slow start, recovery and timer; in congestion
-avoidance each window-increase event adds the coupled increase I_r of `models.mptcp`, computed per
-ACK from the windows and smoothed RTTs of the connection's subflows; a loss or an ECN echo cuts by
-the algorithm's factor (one half; BALIA's 1 - min(alpha, 1.5)/2). A finite connection's segments go
-to whichever subflow sends new data next; its delivered bytes are the sum of its subflows' in-order
-bytes (no connection-level reordering or meta-buffer) and it completes with its last segment.
-Receivers acknowledge every 2nd segment (`[transport] delayed_ack_timeout`, 40 ms by default) and at
-once on out-of-order or duplicate data, with up to 3 SACK blocks. DCQCN senders never use SACK. ACKs
-are `[transport] ack_size` (64 bytes by default, as the fluid model's ACK load) and return on the
-reverse of the path of the data packet that triggered them.
+with an adaptive duplicate-ACK threshold (reordering under spraying). With `[transport] recovery =
+"linux"` (`rack`): Linux's RACK-TLP loss detection (RFC 8985: losses known by time, lost
+retransmissions and window tails repaired without the RTO) and PRR in recovery. DCTCP: ECN-capable
+data, the receiver echoes the CE state and acknowledges at once when it changes, alpha <- (1-g)
+alpha + g F once per window of data (F: fraction of echoed segments), ssthresh = cwnd (1 - alpha/2)
+at most once per window, reached by proportional rate reduction (RFC 6937), slow start until the
+first echo; a loss halves the window. MPTCP (LIA, OLIA, BALIA, uncoupled; `cc`): one sender and one
+receiver per subflow, each a TCP sender as above with its own slow start, recovery and timer; in
+congestion avoidance each window-increase event adds the coupled increase I_r of `models.mptcp`,
+computed per ACK from the windows and smoothed RTTs of the connection's subflows; a loss or an ECN
+echo cuts by the algorithm's factor (one half; BALIA's 1 - min(alpha, 1.5)/2). A finite connection's
+segments go to whichever subflow sends new data next; its delivered bytes are the sum of its
+subflows' in-order bytes (no connection-level reordering or meta-buffer) and it completes with its
+last segment. Receivers acknowledge every 2nd segment (`[transport] delayed_ack_timeout`, 40 ms by
+default) and at once on out-of-order or duplicate data, with up to 3 SACK blocks. DCQCN senders
+never use SACK. ACKs are `[transport] ack_size` (64 bytes by default, as the fluid model's ACK load)
+and return on the reverse of the path of the data packet that triggered them.
 
 Rounds (`rounds`). `[traffic] rounds` makes an incast group's flows barrier-synchronised reads
 (partition/aggregate): each sends its block of `size` bytes per round, and the group's next round
@@ -85,27 +87,25 @@ window, DCTCP g and alpha = 1 at start follow Linux and ns-3.
 
 Scope and limitations
 ---------------------
-SACK recovery without RFC 6675's rules 3 and 4 and without RACK (a lost retransmission or a
-lost window tail waits for the RTO; `sack.py`); with `sack = false` NewReno recovers one hole
-per round trip (after a slow-start overshoot into a large drop-tail buffer that takes long); no
-handshake (flows start established, RTO seeded
-with the path's base RTT); no pacing of TCP, TSO/GRO or interrupt coalescing; DCQCN
-(`dcqcn.py`: paced senders, CNPs from the receiver, DCQCN's marking in `aqm`); PFC (`links`)
-with one traffic class and static per-ingress-port thresholds; a sender's paths must leave its
-host by one link; a window cannot exceed the receive ring (4 x the largest path's BDP plus
-buffers); RED marks each arrival independently (no count-based spacing); ACKs of ECN-capable
-flows are ECN-capable (Linux DCTCP), so a congested step marker marks rather than drops them.
-Drop-tail Reno with few flows is dominated by phase effects (which flow a loss event hits),
-where any two packet simulators may differ by several percent in mean queue. MPTCP: no
-handshake or path manager (all subflows start with the connection), no data-sequence
-retransmission across subflows, no scheduler but the NIC's round robin, no connection-level
-receive buffer; windows and the coupled increase in floating point (Linux: integers, BALIA's
-alpha floored), growing per `ack_ratio` like Reno's (Linux's coupled modules count ACKs).
-Rounds: one subflow per flow (MPTCP connections with rounds are refused); no request packets
-(a round starts at the barrier instant); Linux's halving of an idle window per further RTO is
-left out (the restart takes min(cwnd, init_cwnd) at once); without RACK or tail loss probes a
-block's lost tail waits for the RTO, which in the first round of a small incast can cost an
-RTO that Linux would often avoid.
+SACK recovery without RFC 6675's rules 3 and 4 and, by default, without RACK-TLP (a lost window tail
+waits for the RTO; `sack.py`; `recovery = "linux"` has it, `rack.py`); with `sack = false` NewReno
+recovers one hole per round trip (after a slow-start overshoot into a large drop-tail buffer that
+takes long); no handshake (flows start established, RTO seeded with the path's base RTT); no pacing
+of TCP, TSO/GRO or interrupt coalescing; DCQCN (`dcqcn.py`: paced senders, CNPs from the receiver,
+DCQCN's marking in `aqm`); PFC (`links`) with one traffic class and static per-ingress-port
+thresholds; a sender's paths must leave its host by one link; a window cannot exceed the receive
+ring (4 x the largest path's BDP plus buffers); RED marks each arrival independently (no count-based
+spacing); ACKs of ECN-capable flows are ECN-capable (Linux DCTCP), so a congested step marker marks
+rather than drops them. Drop-tail Reno with few flows is dominated by phase effects (which flow a
+loss event hits), where any two packet simulators may differ by several percent in mean queue.
+MPTCP: no handshake or path manager (all subflows start with the connection), no data-sequence
+retransmission across subflows, no scheduler but the NIC's round robin, no connection-level receive
+buffer; windows and the coupled increase in floating point (Linux: integers, BALIA's alpha floored),
+growing per `ack_ratio` like Reno's (Linux's coupled modules count ACKs). Rounds: one subflow per
+flow (MPTCP connections with rounds are refused); no request packets (a round starts at the barrier
+instant); Linux's halving of an idle window per further RTO is left out (the restart takes min(cwnd,
+init_cwnd) at once); without RACK-TLP (the default) a block's lost tail waits for the RTO, which in
+the first round of a small incast can cost an RTO that Linux would often avoid.
 
 Validation
 ----------
@@ -130,12 +130,15 @@ round; rto_min = 200 us cures it). tests/test_mptcp_packet.py: a one-subflow con
 is Reno number for number; a finite connection delivers its size once over its subflows;
 coupled growth of 1/n segment per RTT; RFC 6356's goals (disjoint paths filled, do no harm,
 balance congestion); a k = 4 fat-tree with 4 LIA subflows per connection against the fluid
-model and the paths' optimum.
+model and the paths' optimum. tests/test_packet_rack.py: Linux's recovery repairs a block whose
+tail a slow-start overshoot took within a probe timeout and a few round trips, resending each
+lost segment once, where the default waits for the RTO.
 
 References
 ----------
 M. Alizadeh et al., "Data Center TCP (DCTCP)", SIGCOMM 2010; RFC 8257 (DCTCP), RFC 5681, 6582
-(NewReno), 6298 (RTO), 3042 (limited transmit), 2883 (D-SACK), 6937 (PRR), 3168 (ECN);
+(NewReno), 6298 (RTO), 3042 (limited transmit), 2883 (D-SACK), 6937 (PRR), 8985 (RACK-TLP),
+3168 (ECN);
 S. Floyd, V. Jacobson, "On Traffic Phase Effects in Packet-Switched Gateways", 1992;
 M. Handley et al., "Re-architecting datacenter networks and stacks for low latency and high
 performance" (htsim), SIGCOMM 2017; RFC 6356 (LIA), Khalili et al. 2012 (OLIA), Peng et al.

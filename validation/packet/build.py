@@ -58,6 +58,7 @@ class Options:
     header_bytes: float = 0.0
     host_jitter: float = 0.0
     sack: bool = True  # SACK with RFC 6675 recovery (window-based senders); False: NewReno
+    recovery: str = "rfc6675"  # with SACK: or "linux", RACK-TLP and PRR (`rack.py`)
     pool_scale: int = 1  # multiplies the packet pool and event heap (retries)
 
 
@@ -345,6 +346,10 @@ def build(scenario: Scenario, options: Options) -> Built:
     rate = np.isin(si[:, L.SI_CC], (L.CC_DCQCN, L.CC_DCQCN_PLUS))
     si[:, L.SI_SACK] = np.where(rate, 0, int(options.sack))
     si[:, L.SI_NEXT_LOST] = -1
+    si[:, L.SI_RACK] = si[:, L.SI_SACK] * int(options.recovery == "linux")
+    si[:, L.SI_TLP_HIGH] = -1
+    sf[:, [L.SF_RACK_XMIT, L.SF_RACK_CUTOFF]] = -math.inf
+    sf[:, [L.SF_MIN_RTT, L.SF_RACK_WAIT]] = math.inf
     sf[:, L.SF_CWND] = cfg.init_cwnd
     sf[:, L.SF_SSTHRESH] = cfg.ssthresh
     sf[:, L.SF_ALPHA] = 1.0  # DCTCP alpha on init (Linux, ns-3)

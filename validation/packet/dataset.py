@@ -142,6 +142,7 @@ def to_dataset(built: Built, extra_attrs: dict[str, Any]) -> xr.Dataset:
         "delayed_ack": opts.delayed_ack,
         "delack_timeout": opts.delack_timeout,
         "sack": int(opts.sack),
+        "recovery": opts.recovery if opts.sack else "newreno",
         "window_growth": {L.GROW_PER_SEGMENT: "per acknowledged segment",
                           L.GROW_PER_ACK: "once per ACK",
                           L.GROW_FRACTIONAL: "acknowledged segments / ack_ratio"}[built.growth],

@@ -144,6 +144,11 @@ EV_WAKE = np.int64(4)  # obj: sender (a paced sender may emit again)
 EV_PFC = np.int64(5)  # obj: 2 x link + 1 (a PAUSE reaches the link's transmitter), + 0 (resume)
 EV_ROUND = np.int64(6)  # obj: sender (its group's barrier released its next round, `rounds`)
 
+# what a sender's retransmission timer stands for (`SI_TIMER_KIND`, Linux's icsk_pending)
+TK_RTO = 0  # the retransmission timeout (RFC 6298)
+TK_REORDER = 1  # RACK's reordering window of a segment sent before a delivered one
+TK_PROBE = 2  # TLP's probe timeout
+
 # --- timers (float) ----------------------------------------------------------------------------
 TM_DEADLINE = 0  # when the timer should fire (inf: off)
 TM_PENDING = 1  # time of the one heap event standing for it (inf: none)
@@ -204,7 +209,13 @@ SF_RESENT_BYTES = 49  # cumulative wire bytes of retransmitted data (in SF_SENT_
 SF_RESENT_LOST = 50  # s, SACK recovery: a retransmission sent before this is lost again (sack.py)
 SF_LAST_SEND = 51  # s, when it last sent data (idle restart of the window between rounds)
 SF_RHAI = 52  # bytes/s: DCQCN's hyper increase of the target rate
-N_SF = 53
+# RACK-TLP (`rack.py`)
+SF_RACK_XMIT = 53  # s: send time of the last sent segment known delivered (-inf: none yet)
+SF_RACK_RTT = 54  # s: that segment's round trip
+SF_MIN_RTT = 55  # s: least round trip of a delivered, never retransmitted segment
+SF_RACK_CUTOFF = 56  # s: an unSACKed segment last sent before this is lost
+SF_RACK_WAIT = 57  # s: when the next segment sent before SF_RACK_XMIT is due (inf: none)
+N_SF = 58
 # senders: int
 SI_PHASE = 0  # WAITING / RUNNING / DONE
 SI_CA = 1  # CA_* state
@@ -250,7 +261,13 @@ SI_BLOCK = 38  # segments per round (its block; 0: no rounds, the last segment i
 SI_GROUP_FIRST = 39  # the senders of its traffic group: rows GROUP_FIRST:GROUP_END
 SI_GROUP_END = 40
 SI_GROUP_FLOWS = 41  # connections in its traffic group (the barrier's count)
-N_SI = 42
+SI_RACK = 42  # 1: RACK-TLP loss detection (RFC 8985) with SACK; 0: DupThresh (`rack.py`)
+SI_RACK_REORDER = 43  # RACK: reordering seen (a never retransmitted segment SACKed late)
+SI_RACK_FACK = 44  # RACK: one past the highest segment known delivered
+SI_TIMER_KIND = 45  # what its retransmission timer stands for now: TK_RTO / TK_REORDER / TK_PROBE
+SI_TLP_HIGH = 46  # TLP: HIGH after the outstanding probe (-1: no probe outstanding)
+SI_PROBE = 47  # TLP: 1 while a probe may be sent beyond the window
+N_SI = 48
 
 # --- receivers ---------------------------------------------------------------------------------
 RI_NXT = 0  # next in-order segment expected

@@ -35,8 +35,10 @@ Model
   from UNA skips SACKed segments, and the flight counts only the unSACKed segments sent.
 
 Scope and limitations: segment granularity (blocks, pipe and DupThresh in segments, not bytes);
-no RACK (Linux's default time-based loss detection since 4.18) and no FACK; the cost of an ACK
-during recovery is linear in the window (the scans below), paid only while holes exist.
+no FACK; RACK-TLP (Linux's default time-based loss detection since 4.18) where `[transport]
+recovery = "linux"` (`rack.py`: it then decides what is lost, in place of DupThresh and
+LATER); the cost of an ACK during recovery is linear in the window (the scans below), paid
+only while holes exist.
 
 Validation: tests/test_packet_sack.py (k losses in one window repaired in one round trip
 without a timeout; the same losses without SACK take about k round trips of NewReno partial
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import math
 
+from pathflow.validation.packet import rack
 from pathflow.validation.packet.jit import kernel, outlined
 from pathflow.validation.packet.layout import (
     PK_SACK,
@@ -136,15 +139,18 @@ def write_blocks(sim, s: int, p: int) -> None:
 
 # --- sender ----------------------------------------------------------------------------------
 @outlined  # ACKs that carry blocks only
-def on_blocks(sim, s: int, p: int, ack: int) -> None:
+def on_blocks(sim, s: int, p: int, ack: int, now: float) -> None:
     """Mark the segments that ACK p's blocks cover, above the cumulative ACK `ack`."""
     i, sacked, mask = sim.senders.i, sim.senders.sacked, sim.cfg.ring - 1
     pk = sim.packets.i
     high = i[s, SI_HIGH]
+    timed = rack.enabled(sim, s)
     for k in range(SACK_BLOCKS):
         a, b = pk[p, PK_SACK + 2 * k], pk[p, PK_SACK + 2 * k + 1]
         for seq in range(max(a, ack), min(b, high)):
             if sacked[s, seq & mask] == 0:
+                if timed:
+                    rack.delivered(sim, s, seq, now)
                 sacked[s, seq & mask] = 1
                 i[s, SI_SACKED] += 1
 
@@ -179,6 +185,19 @@ def update_recovery(sim, s: int) -> None:
     sent_at = sim.senders.sent_at
     una, high, thresh = i[s, SI_UNA], i[s, SI_HIGH], i[s, SI_REORDERING]
     above, pipe, next_lost, edge = 0, 0, -1, una
+    if rack.enabled(sim, s):  # lost: as RACK's last detection says; the edge above the highest
+        for seq in range(high - 1, una - 1, -1):
+            if sacked[s, seq & mask]:
+                continue
+            if rack.lost(sim, s, seq):
+                next_lost = seq
+                edge = max(edge, seq + 1)
+            else:
+                pipe += 1
+        i[s, SI_PIPE] = pipe
+        i[s, SI_NEXT_LOST] = next_lost
+        i[s, SI_LOST_EDGE] = edge
+        return
     latest = (-math.inf, -math.inf, -math.inf)  # send times of the 3 last sent SACKed segments
     for seq in range(high - 1, una - 1, -1):
         if sacked[s, seq & mask]:
@@ -209,8 +228,10 @@ def advance_lost(sim, s: int, seq: int) -> None:
     """`seq` was just retransmitted: NextSeg rule 1 moves to the next lost segment above it."""
     i, sacked, mask = sim.senders.i, sim.senders.sacked, sim.cfg.ring - 1
     i[s, SI_NEXT_LOST] = -1
+    timed = rack.enabled(sim, s)
     for k in range(seq + 1, i[s, SI_LOST_EDGE]):
-        if sacked[s, k & mask] == 0 and not _retransmitted(sim, s, k):
+        if (rack.lost(sim, s, k) if timed
+                else sacked[s, k & mask] == 0 and not _retransmitted(sim, s, k)):
             i[s, SI_NEXT_LOST] = k
             return
 

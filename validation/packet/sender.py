@@ -71,7 +71,7 @@ import math
 
 import numpy as np
 
-from pathflow.validation.packet import cc, dcqcn, sack
+from pathflow.validation.packet import cc, dcqcn, rack, sack
 from pathflow.validation.packet.events import arm_timer, cancel_timer, push_event
 from pathflow.validation.packet.jit import kernel, outlined
 from pathflow.validation.packet.layout import (
@@ -95,6 +95,7 @@ from pathflow.validation.packet.layout import (
     SF_PRIOR_SSTHRESH,
     SF_PRR_DELIVERED,
     SF_PRR_OUT,
+    SF_RACK_WAIT,
     SF_RECOVER_FS,
     SF_RECOVERIES,
     SF_RESENT_BYTES,
@@ -122,6 +123,7 @@ from pathflow.validation.packet.layout import (
     SI_PATH_FIRST,
     SI_PHASE,
     SI_PIPE,
+    SI_PROBE,
     SI_RECOVER,
     SI_RECOVER_ACTIVE,
     SI_REORDERING,
@@ -130,9 +132,14 @@ from pathflow.validation.packet.layout import (
     SI_RTX,
     SI_SACKED,
     SI_SEGMENTS,
+    SI_TIMER_KIND,
+    SI_TLP_HIGH,
     SI_UNA,
     SI_UNDO_RETRANS,
     SI_WAKE_PENDING,
+    TK_PROBE,
+    TK_REORDER,
+    TK_RTO,
     TM_DEADLINE,
 )
 from pathflow.validation.packet.packets import new_packet
@@ -198,8 +205,8 @@ def can_send(sim, s: int, now: float) -> bool:
             i[s, SI_WAKE_PENDING] = 1
             push_event(sim, ready, EV_WAKE, s)
         return False
-    if i[s, SI_RTX] >= 0:
-        return True
+    if i[s, SI_RTX] >= 0 or i[s, SI_PROBE]:
+        return True  # a retransmission, or a tail loss probe (new data beyond the window)
     selective = sack.enabled(sim, s)
     sack_recovery = selective and i[s, SI_CA] == CA_RECOVERY
     if sack_recovery:  # RFC 6675: send while cwnd - pipe >= 1, lost segments first
@@ -266,7 +273,7 @@ def emit(sim, s: int, now: float) -> int:
         i[s, SI_HIGH] = seq + 1
     elif i[s, SI_CA] == CA_RECOVERY and i[s, SI_UNDO_RETRANS] >= 0:
         i[s, SI_UNDO_RETRANS] += 1
-    if i[s, SI_CA] == CA_CWR:
+    if i[s, SI_CA] == CA_CWR or sack_recovery:
         f[s, SF_PRR_OUT] += 1.0
     if sack_recovery:
         i[s, SI_PIPE] += 1
@@ -278,9 +285,20 @@ def emit(sim, s: int, now: float) -> int:
         f[s, SF_RESENT_BYTES] += size
     if cc.rate_based(sim, s):
         dcqcn.on_sent(sim, s, size, now)
+    if i[s, SI_PROBE]:
+        i[s, SI_PROBE] = 0
+        i[s, SI_TLP_HIGH] = i[s, SI_HIGH]
     if sim.timers[s, TM_DEADLINE] == math.inf:  # RFC 6298 (5.1): start the timer if it is off
-        arm_timer(sim, s, now + f[s, SF_RTO])
+        _arm_rto(sim, s, now)
+    if rack.enabled(sim, s) and i[s, SI_TIMER_KIND] == TK_RTO:
+        rack.arm(sim, s, now)  # Linux arms the probe as it sends
     return p
+
+
+@kernel
+def _arm_rto(sim, s: int, now: float) -> None:
+    sim.senders.i[s, SI_TIMER_KIND] = TK_RTO
+    arm_timer(sim, s, now + sim.senders.f[s, SF_RTO])
 
 
 @kernel
@@ -307,6 +325,7 @@ def _enter_recovery(sim, s: int, now: float) -> None:
     f[s, SF_PRIOR_SSTHRESH] = f[s, SF_SSTHRESH]
     if i[s, SI_CA] != CA_CWR:
         f[s, SF_SSTHRESH] = max(f[s, SF_CWND] * cc.loss_factor(sim, s), sim.cfg.min_cwnd)
+        _start_prr(sim, s)  # from CWR the reduction goes on (Linux's tcp_enter_recovery)
     i[s, SI_CA] = CA_RECOVERY
     i[s, SI_RECOVER] = i[s, SI_HIGH]
     i[s, SI_RECOVER_ACTIVE] = 1
@@ -318,6 +337,8 @@ def _enter_recovery(sim, s: int, now: float) -> None:
     if sack.enabled(sim, s):  # RFC 6675: cwnd = ssthresh, then send while cwnd - pipe >= 1
         f[s, SF_CWND] = f[s, SF_SSTHRESH]
         sack.update_recovery(sim, s)
+        if rack.enabled(sim, s):  # the first segment RACK found lost, at once
+            i[s, SI_RTX] = i[s, SI_NEXT_LOST]
     else:
         i[s, SI_SACKED] = 0
         f[s, SF_CWND] = f[s, SF_SSTHRESH] + i[s, SI_DUPACKS]
@@ -387,20 +408,25 @@ def _on_ecn_echo(sim, s: int) -> None:
     f[s, SF_SSTHRESH] = max(f[s, SF_CWND] * cc.mark_factor(sim, s), sim.cfg.min_cwnd)
     i[s, SI_CA] = CA_CWR
     i[s, SI_RECOVER] = i[s, SI_HIGH]
+    _start_prr(sim, s)
+
+
+@kernel
+def _start_prr(sim, s: int) -> None:
+    f, i = sim.senders.f, sim.senders.i
     f[s, SF_PRR_DELIVERED] = 0.0
     f[s, SF_PRR_OUT] = 0.0
     f[s, SF_RECOVER_FS] = i[s, SI_NXT] - i[s, SI_UNA]
 
 
 @kernel
-def _prr(sim, s: int, delivered: int) -> None:
-    """Proportional rate reduction (RFC 6937, as ns-3's TcpPrrRecovery and Linux): while the
-    flight exceeds ssthresh, send ssthresh / RecoverFS segments per segment delivered; below it,
-    catch up at most as fast as data is delivered (the conservative bound). At least one
-    segment when the reduction starts."""
-    f, i = sim.senders.f, sim.senders.i
+def _prr(sim, s: int, delivered: int, flight: int) -> None:
+    """Proportional rate reduction (RFC 6937, as ns-3's TcpPrrRecovery and Linux's
+    tcp_cwnd_reduction): while the `flight` exceeds ssthresh, send ssthresh / RecoverFS segments
+    per segment delivered; below it, catch up at most as fast as data is delivered (the
+    conservative bound). At least one segment when the reduction starts."""
+    f = sim.senders.f
     f[s, SF_PRR_DELIVERED] += delivered
-    flight = i[s, SI_NXT] - i[s, SI_UNA]
     ssthresh = f[s, SF_SSTHRESH]
     if flight > ssthresh:
         quota = f[s, SF_PRR_DELIVERED] * ssthresh / max(f[s, SF_RECOVER_FS], 1.0)
@@ -428,11 +454,14 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> N
         return  # stale
     acked = ack - una
     selective = sack.enabled(sim, s)
+    sacked_before = i[s, SI_SACKED]
     if selective:
+        if acked > 0 and rack.enabled(sim, s):
+            _rack_delivered(sim, s, una, ack, now)
         if acked > 0 and i[s, SI_SACKED] > 0:
             sack.clear_acked(sim, s, una, ack)
         if sim.packets.i[p, PK_SACK + 1] > 0:
-            sack.on_blocks(sim, s, p, ack)
+            sack.on_blocks(sim, s, p, ack, now)
     cwnd = f[s, SF_CWND]
     flight = i[s, SI_NXT] - una
     limited = flight >= int(cwnd) or (cwnd < f[s, SF_SSTHRESH] and cwnd < 2 * flight)
@@ -450,14 +479,19 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> N
         if selective:
             sack.skip_sacked(sim, s)
     if i[s, SI_CA] == CA_CWR:
-        _prr(sim, s, max(acked, 1))
+        _prr(sim, s, max(acked, 1), i[s, SI_NXT] - i[s, SI_UNA])
     cc.on_ack(sim, s, max(acked, 1), ece, ack)
     if acked == 0:
         if i[s, SI_HIGH] > una and not dsack:  # a D-SACK reports a copy, not new data
             _on_dupack(sim, s, now)
         if selective:
             _sack_progress(sim, s, now)
+            if rack.enabled(sim, s):
+                _recovery_prr(sim, s, i[s, SI_SACKED] - sacked_before)
+                rack.arm(sim, s, now)
         return
+    if i[s, SI_TLP_HIGH] >= 0 and ack >= i[s, SI_TLP_HIGH]:
+        i[s, SI_TLP_HIGH] = -1  # the probe's episode is over
     # new data acknowledged
     if not selective:
         i[s, SI_SACKED] = 0
@@ -488,6 +522,8 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> N
         cc.window_increase(sim, s, acked)
     if selective:
         _sack_progress(sim, s, now)
+        if rack.enabled(sim, s):
+            _recovery_prr(sim, s, acked + i[s, SI_SACKED] - sacked_before)
     if ack >= i[s, SI_SEGMENTS] and _unassigned(sim, s) == 0 \
             and i[s, SI_ROUND] + 1 >= i[s, SI_ROUNDS]:  # else idle until its next round
         i[s, SI_PHASE] = DONE
@@ -496,8 +532,28 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> N
             dcqcn.stop(sim, s)
     elif ack >= i[s, SI_HIGH] and i[s, SI_RTX] < 0:
         cancel_timer(sim, s)  # nothing outstanding
-    elif restart_rto:
-        arm_timer(sim, s, now + f[s, SF_RTO])
+    else:
+        if restart_rto:
+            _arm_rto(sim, s, now)
+        if selective and rack.enabled(sim, s):
+            rack.arm(sim, s, now)
+
+
+@outlined  # RACK only, once per ACK of new data
+def _rack_delivered(sim, s: int, una: int, ack: int, now: float) -> None:
+    """The cumulative ACK passed [una, ack): RACK learns of those not SACKed before."""
+    sacked, mask = sim.senders.sacked, sim.cfg.ring - 1
+    for seq in range(una, ack):
+        if sacked[s, seq & mask] == 0:
+            rack.delivered(sim, s, seq, now)
+
+
+@outlined  # Linux's recovery only: the event loop's body stays as it was without it
+def _recovery_prr(sim, s: int, delivered: int) -> None:
+    """Linux's recovery (`rack.py`): in SACK recovery the window follows PRR too, cwnd = pipe
+    + what PRR lets go for the segments this ACK delivered (acknowledged or SACKed)."""
+    if sim.senders.i[s, SI_CA] == CA_RECOVERY and delivered > 0:
+        _prr(sim, s, delivered, sim.senders.i[s, SI_PIPE])
 
 
 @kernel
@@ -506,20 +562,51 @@ def _sack_progress(sim, s: int, now: float) -> None:
     segments SACKed above it), or refresh pipe and NextSeg during recovery."""
     i = sim.senders.i
     ca = i[s, SI_CA]
-    if ca == CA_RECOVERY:
+    if rack.enabled(sim, s):
+        _rack_progress(sim, s, now)
+    elif ca == CA_RECOVERY:
         sack.update_recovery(sim, s)
     elif ca in (CA_OPEN, CA_CWR) and i[s, SI_SACKED] >= i[s, SI_REORDERING] \
             and i[s, SI_HIGH] > i[s, SI_UNA] and _fresh(sim, s):
         _enter_recovery(sim, s, now)
 
 
+@outlined  # Linux's recovery only, once per ACK
+def _rack_progress(sim, s: int, now: float) -> None:
+    """`_sack_progress` with RACK: RACK decides what is lost, and recovery starts on its first
+    loss."""
+    i = sim.senders.i
+    ca = i[s, SI_CA]
+    if i[s, SI_SACKED] == 0 and ca != CA_RECOVERY:
+        sim.senders.f[s, SF_RACK_WAIT] = math.inf  # no hole: nothing awaits its window
+    elif ca == CA_RECOVERY:
+        rack.detect(sim, s, now)
+        sack.update_recovery(sim, s)
+    elif ca in (CA_OPEN, CA_CWR) and i[s, SI_HIGH] > i[s, SI_UNA] \
+            and rack.detect(sim, s, now) and _fresh(sim, s):
+        _enter_recovery(sim, s, now)
+
+
 @outlined  # rare, as `_enter_recovery`
 def on_timeout(sim, s: int, now: float) -> None:
-    """The retransmission timer of sender s fired."""
+    """The retransmission timer of sender s fired (or, with RACK-TLP, what it stands for:
+    the reordering window or the probe timeout)."""
     f, i, cfg = sim.senders.f, sim.senders.i, sim.cfg
     una = i[s, SI_UNA]
     if i[s, SI_PHASE] != RUNNING or una >= i[s, SI_HIGH]:
         return
+    kind = i[s, SI_TIMER_KIND]
+    if kind == TK_PROBE:
+        rack.on_probe_timer(sim, s, now)
+        return
+    if kind == TK_REORDER:
+        f[s, SF_RACK_WAIT] = math.inf
+        _sack_progress(sim, s, now)
+        _arm_rto(sim, s, now)
+        rack.arm(sim, s, now)
+        return
+    i[s, SI_TLP_HIGH] = -1  # RACK-TLP: a timeout ends the probe's episode and any wait
+    f[s, SF_RACK_WAIT] = math.inf
     cc.on_congestion(sim, s)
     f[s, SF_TIMEOUTS] += 1.0
     if i[s, SI_CA] == CA_OPEN:
@@ -539,4 +626,4 @@ def on_timeout(sim, s: int, now: float) -> None:
     i[s, SI_DUPACKS] = 0
     i[s, SI_BACKOFF] += 1
     f[s, SF_RTO] = min(2.0 * f[s, SF_RTO], cfg.max_rto)
-    arm_timer(sim, s, now + f[s, SF_RTO])
+    _arm_rto(sim, s, now)

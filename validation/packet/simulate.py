@@ -26,8 +26,8 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
                      min_rto: float | None = None, delayed_ack: int | None = None,
                      delack_timeout: float | None = None, seed: int | None = None,
                      ack_bytes: float | None = None, header_bytes: float = 0.0,
-                     host_jitter: float = HOST_JITTER, sack: bool | None = None
-                     ) -> xr.Dataset:
+                     host_jitter: float = HOST_JITTER, sack: bool | None = None,
+                     recovery: str | None = None) -> xr.Dataset:
     """Run `scenario` in the packet-level reference simulator.
 
     Parameters
@@ -57,6 +57,9 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
         ns-3's perfectly periodic hosts.
     sack: SACK with RFC 6675 recovery, or NewReno (default `[transport] sack`, true as Linux
         and ns-3); window-based senders only (`sack.py`).
+    recovery: with SACK, "rfc6675" (losses known by DupThresh SACKed segments, cwnd =
+        ssthresh in recovery) or "linux" (RACK-TLP, `rack.py`, and PRR in recovery: Linux's
+        since 4.18) (default `[transport] recovery`, "rfc6675").
 
     Returns a Dataset with the variables of `pathflow.results` (engine "pathflow packet");
     `attrs["invariants"]` holds the invariant report as JSON text (`invariants.report_of`), and
@@ -78,6 +81,7 @@ def simulate_packets(scenario: Scenario, *, sample_interval: float | None = None
             values["ack_ratio"])),
         delack_timeout=float(delack_timeout),
         sack=bool(stack.sack if sack is None else sack),
+        recovery=str(stack.recovery if recovery is None else recovery),
         seed=int(scenario.si.run.seed if seed is None else seed),
         ack_bytes=float(scenario.si.transport.ack_size if ack_bytes is None else ack_bytes),
         header_bytes=float(header_bytes),
