@@ -90,7 +90,7 @@ from pathflow.validation.packet.layout import (
     TM_DEADLINE,
 )
 
-__all__ = ["arm", "delivered", "detect", "enabled", "lost", "on_probe_timer"]
+__all__ = ["arm", "delivered", "detect", "enabled", "lost", "on_probe_timer", "sent"]
 
 TLP_MIN = 2e-3  # s: Linux's TCP_TIMEOUT_MIN (2 jiffies at HZ = 1000), added to 2 srtt
 TLP_DELAYED_ACK = 0.2  # s: Linux's TCP_RTO_MIN, added instead with one segment in flight
@@ -99,7 +99,8 @@ TIE = 1e-12  # s: "sent before" is strict; send times closer than this are one i
 
 @kernel
 def enabled(sim, s: int) -> bool:
-    """Whether sender s detects losses by RACK-TLP (`[transport] rack`, with SACK only)."""
+    """Whether sender s detects losses by RACK-TLP (`[transport] recovery = "linux"`, with
+    SACK only)."""
     return sim.senders.i[s, SI_RACK] != 0
 
 
@@ -208,6 +209,18 @@ def arm(sim, s: int, now: float) -> None:
         i[s, SI_TIMER_KIND] = TK_RTO
         if sim.timers[s, TM_DEADLINE] < math.inf:
             arm_timer(sim, s, max(head, now))
+
+
+@outlined  # Linux's recovery only, once per segment sent
+def sent(sim, s: int, now: float) -> None:
+    """Sender s just sent a segment: a probe's episode starts; the probe is armed (Linux arms
+    it as it sends) where the RTO stands."""
+    i = sim.senders.i
+    if i[s, SI_PROBE]:
+        i[s, SI_PROBE] = 0
+        i[s, SI_TLP_HIGH] = i[s, SI_HIGH]
+    if i[s, SI_TIMER_KIND] == TK_RTO:
+        arm(sim, s, now)
 
 
 @outlined  # once per probe timeout

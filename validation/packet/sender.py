@@ -205,8 +205,8 @@ def can_send(sim, s: int, now: float) -> bool:
             i[s, SI_WAKE_PENDING] = 1
             push_event(sim, ready, EV_WAKE, s)
         return False
-    if i[s, SI_RTX] >= 0 or i[s, SI_PROBE]:
-        return True  # a retransmission, or a tail loss probe (new data beyond the window)
+    if i[s, SI_RTX] >= 0:
+        return True
     selective = sack.enabled(sim, s)
     sack_recovery = selective and i[s, SI_CA] == CA_RECOVERY
     if sack_recovery:  # RFC 6675: send while cwnd - pipe >= 1, lost segments first
@@ -227,7 +227,7 @@ def can_send(sim, s: int, now: float) -> bool:
     flight = nxt - i[s, SI_UNA]
     if i[s, SI_CA] != CA_RECOVERY:
         flight -= i[s, SI_SACKED]  # limited transmit: those have left the network
-    return flight < window
+    return flight < window or i[s, SI_PROBE] != 0  # or a tail loss probe beyond the window
 
 
 @kernel
@@ -285,13 +285,10 @@ def emit(sim, s: int, now: float) -> int:
         f[s, SF_RESENT_BYTES] += size
     if cc.rate_based(sim, s):
         dcqcn.on_sent(sim, s, size, now)
-    if i[s, SI_PROBE]:
-        i[s, SI_PROBE] = 0
-        i[s, SI_TLP_HIGH] = i[s, SI_HIGH]
     if sim.timers[s, TM_DEADLINE] == math.inf:  # RFC 6298 (5.1): start the timer if it is off
         _arm_rto(sim, s, now)
-    if rack.enabled(sim, s) and i[s, SI_TIMER_KIND] == TK_RTO:
-        rack.arm(sim, s, now)  # Linux arms the probe as it sends
+    if rack.enabled(sim, s):
+        rack.sent(sim, s, now)
     return p
 
 
@@ -454,9 +451,10 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> N
         return  # stale
     acked = ack - una
     selective = sack.enabled(sim, s)
+    linux = rack.enabled(sim, s)  # with SACK only
     sacked_before = i[s, SI_SACKED]
     if selective:
-        if acked > 0 and rack.enabled(sim, s):
+        if acked > 0 and linux:
             _rack_delivered(sim, s, una, ack, now)
         if acked > 0 and i[s, SI_SACKED] > 0:
             sack.clear_acked(sim, s, una, ack)
@@ -486,11 +484,11 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> N
             _on_dupack(sim, s, now)
         if selective:
             _sack_progress(sim, s, now)
-            if rack.enabled(sim, s):
+            if linux:
                 _recovery_prr(sim, s, i[s, SI_SACKED] - sacked_before)
                 rack.arm(sim, s, now)
         return
-    if i[s, SI_TLP_HIGH] >= 0 and ack >= i[s, SI_TLP_HIGH]:
+    if linux and ack >= i[s, SI_TLP_HIGH] >= 0:
         i[s, SI_TLP_HIGH] = -1  # the probe's episode is over
     # new data acknowledged
     if not selective:
@@ -522,7 +520,7 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> N
         cc.window_increase(sim, s, acked)
     if selective:
         _sack_progress(sim, s, now)
-        if rack.enabled(sim, s):
+        if linux:
             _recovery_prr(sim, s, acked + i[s, SI_SACKED] - sacked_before)
     if ack >= i[s, SI_SEGMENTS] and _unassigned(sim, s) == 0 \
             and i[s, SI_ROUND] + 1 >= i[s, SI_ROUNDS]:  # else idle until its next round
@@ -535,7 +533,7 @@ def on_ack(sim, s: int, ack: int, ece: int, dsack: int, p: int, now: float) -> N
     else:
         if restart_rto:
             _arm_rto(sim, s, now)
-        if selective and rack.enabled(sim, s):
+        if linux:
             rack.arm(sim, s, now)
 
 
