@@ -22,6 +22,7 @@ read, the function is traced as usual. Results are bit for bit the same either w
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -131,9 +132,12 @@ def _store(path: Path, exported: Any, out_tree: Any) -> None:
 def _load(path: Path) -> tuple[Any, Any] | None:
     try:
         serialized, out_tree = pickle.loads(path.read_bytes())
-        return jax.export.deserialize(bytearray(serialized)), out_tree
+        loaded = jax.export.deserialize(bytearray(serialized)), out_tree
     except Exception:  # missing, truncated or from another JAX: trace anew
         return None
+    with contextlib.suppress(OSError):  # in use: the cache's pruning removes programs by age
+        os.utime(path)
+    return loaded
 
 
 def cached(name: str, static: Hashable, function: Callable, donate: int | None = None,

@@ -15,6 +15,7 @@ import xarray as xr
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError, load_scenario
 from pathflow.schema import ENGINE_REQUIRED, check_dataset
+from pathflow.sweeps import summarize_point
 from pathflow.topology import Network, build_network
 from pathflow.validation.ns3 import (
     Ns3Config,
@@ -93,6 +94,12 @@ def test_dctcp_star_holds_queue_at_threshold() -> None:
     # The wire carries 1500 B IP packets in 1502 B PPP frames at full utilization.
     departure = float(steady.link_departure.mean()) / link_bytes_per_s
     assert departure == pytest.approx(PACKET / (PACKET + 2), rel=0.01)
+    # the ports carry their rates, so a sweep can summarise an ns-3 run as any other
+    assert float(ds.capacity.sel(link="s0->r0")) == link_bytes_per_s
+    assert ds.utilization.attrs["units"] == "1"
+    summary = summarize_point(ds)
+    assert summary["bottleneck_utilization"] == pytest.approx(PACKET / (PACKET + 2), rel=0.01)
+    assert summary["queue_mean"] == pytest.approx(float(steady.queue.mean()), rel=0.05)
     # The measured RTT never beats the empty-network RTT and is about base + queue / C.
     rtt = ds.rtt.values
     assert np.nanmin(rtt) >= 0.99 * ds.attrs["base_rtt_s"]

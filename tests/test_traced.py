@@ -1,11 +1,13 @@
 """Traced programs kept on disk (solvers/traced.py): a later process loads the program instead of
 tracing it, with results bit for bit those of a traced run; a stored program that cannot be
-read, or whose source changed, is traced anew; one that closes over a network's data (the
-stability's) is kept per network."""
+read, or whose source changed, is traced anew, and loading one renews its date (the cache's
+pruning removes programs by age, tests/test_compilation_cache.py); one that closes over a
+network's data (the stability's) is kept per network."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -68,8 +70,11 @@ def test_a_later_process_loads_the_traced_program(tmp_path: Path) -> None:
     assert traced == 2  # the initial carry and the step loop, exported once each
     stored = sorted((tmp_path / "cache" / "traced").glob("*.bin"))
     assert len(stored) == 2
+    for path in stored:  # stored long ago: a load marks them as in use for the pruning
+        os.utime(path, (1e9, 1e9))
     traced, second = _run(cache, "again", tmp_path / "second.npy")
     assert traced == 0  # loaded, not traced
+    assert all(path.stat().st_mtime > 1e9 for path in stored)
     assert np.array_equal(first, reference) and np.array_equal(second, reference)
 
     for path in stored:  # unreadable: traced anew, same result

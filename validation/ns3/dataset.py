@@ -48,9 +48,19 @@ def to_dataset(cfg: Ns3Config, a: dict[str, np.ndarray], wall_time_s: float) -> 
             continue
         values = _rate(a[key], dt) if cumulative else a[key]
         variables[name] = values.astype(np.float64)
+    links = [str(x) for x in a["link_names"]]
+    ends_of = [tuple(name.split("->")) for name in links]
+    ports = cfg.ports()  # (from, to) -> (bits/s, s, packets), as the child built them
+    capacity = np.array([ports[end][0] / 8 for end in ends_of])
+    # IP bytes over the line rate: a full port reads slightly below 1 (the 2-byte PPP header)
+    variables["utilization"] = variables["link_departure"] / capacity
     coords = {
         "time": a["time"],
-        "link": np.array([str(x) for x in a["link_names"]], dtype=object),
+        "link": np.array(links, dtype=object),
+        "link_src": np.array([src for src, _ in ends_of], dtype=object),
+        "link_dst": np.array([dst for _, dst in ends_of], dtype=object),
+        "capacity": capacity,
+        "delay": np.array([ports[end][1] for end in ends_of]),
         "flow": np.arange(cfg.flows),
         "src": np.array([s for s, _ in ends], dtype=object),
         "dst": np.array([d for _, d in ends], dtype=object),
@@ -76,4 +86,5 @@ def to_dataset(cfg: Ns3Config, a: dict[str, np.ndarray], wall_time_s: float) -> 
     if cfg.pcap_path is not None:
         attrs["pcap"] = str(cfg.pcap_path)
     comments = {name: comment for name, (_, _, comment) in _VARIABLES.items() if name in variables}
+    comments["utilization"] = "link_departure / capacity (IP bytes, without the PPP header)"
     return build_dataset(variables, coords, attrs, comments=comments)
