@@ -63,7 +63,13 @@ fraction over four seeds agree with every flow run on its own within their seed-
 
 RTO (RFC 6298, as the packet-level reference): RTO = max(rto_min, srtt + 4 rttvar), srtt and
 rttvar smoothed from the flow's round trip once per round trip (gains 1/8 and 1/4), starting
-from the base round trip (srtt = R0, rttvar = R0/2, the sample a handshake gives).
+from the base round trip (srtt = R0, rttvar = R0/2, the sample a handshake gives). Consecutive
+timeouts back off (RFC 6298 §5.5): a timeout that fires within one srtt of the end of the
+previous one's wait, before the segment resent on resuming could be acknowledged (so it was
+lost), waits twice as long as that one did (at most 60 s) and keeps ssthresh (Linux's
+tcp_enter_loss does not reduce it again in the loss state, nor does the packet-level
+reference); a later one starts again from one RTO, as an acknowledgment of new data resets
+the backoff.
 
 Parameters
 ----------
@@ -73,8 +79,8 @@ Parameters
 Scope and limitations
 ---------------------
 Window-based controls only (a rate-based DCQCN sender takes no notice of losses in the fluid
-model). Not modelled: lost retransmissions (above), the exponential backoff of consecutive
-timeouts (RFC 6298 §5.5), the tail loss probe's wait (`recovery = "linux"`), spurious
+model). Not modelled: lost retransmissions (above, but for the one resent on resuming after a
+timeout, which the backoff counts), the tail loss probe's wait (`recovery = "linux"`), spurious
 timeouts, and go-back-N retransmission of data that had arrived (the fluid flow resends only
 what was lost). Losses within a fluid flow are independent given p; a drop-tail burst that
 takes a whole window is represented through m and p, not as a burst (with Linux's recovery,
@@ -106,8 +112,8 @@ import jax.numpy as jnp
 from pathflow.models.base import Array, State
 from pathflow.models.window import event_rate
 
-__all__ = ["DRAWS", "DUPLICATE_ACKS", "LOSS_WINDOW", "RTO_MAX", "hazard", "repairable", "restart",
-           "restart_after_idle", "rto", "smoothed_rtt"]
+__all__ = ["DRAWS", "DUPLICATE_ACKS", "LOSS_WINDOW", "RTO_MAX", "backed_off", "consecutive",
+           "hazard", "repairable", "restart", "restart_after_idle", "rto", "smoothed_rtt"]
 
 DUPLICATE_ACKS = 3  # RFC 5681's DupThresh
 LOSS_WINDOW = 1.0  # packets: the window after a timeout (RFC 5681 §3.1)
@@ -166,11 +172,26 @@ def restart_after_idle(state: State, initial: Array) -> State:
             "slow_start": jnp.ones_like(cwnd)}
 
 
-def restart(state: State, min_cwnd: Array) -> State:
-    """A window-based state after its timeout: ssthresh = max(W/2, min_cwnd), the loss window
-    of one segment (at most min_cwnd), slow start, no reduction pending."""
+def consecutive(since_resumed: Array, srtt: Array) -> Array:
+    """Whether a timeout `since_resumed` s after the last one's wait ended follows it: within a
+    round trip, before the retransmission sent on resuming could be acknowledged (it was lost),
+    as RFC 6298 §5.5 backs off and an acknowledgment of new data resets."""
+    return since_resumed <= srtt
+
+
+def backed_off(rto: Array, backoff: Array) -> Array:
+    """The wait of a timeout after `backoff` consecutive ones: RTO doubled as often, at most 60 s
+    (RFC 6298 §5.5 and (2.5))."""
+    return jnp.minimum(rto * 2.0 ** backoff, RTO_MAX)
+
+
+def restart(state: State, min_cwnd: Array, again: Array | bool = False) -> State:
+    """A window-based state after its timeout: ssthresh = max(W/2, min_cwnd) (held where the
+    timeout follows another, `again`: see the module docstring), the loss window of one
+    segment (at most min_cwnd), slow start, no reduction pending."""
     cwnd = state["cwnd"]
     zeros = jnp.zeros_like(cwnd)
-    return {**state, "ssthresh": jnp.maximum(0.5 * cwnd, min_cwnd),
+    halved = jnp.maximum(0.5 * cwnd, min_cwnd)
+    return {**state, "ssthresh": jnp.where(again, state["ssthresh"], halved),
             "cwnd": jnp.minimum(LOSS_WINDOW, min_cwnd),
             "slow_start": jnp.ones_like(cwnd), "cwr": zeros, "credit": zeros}

@@ -148,6 +148,8 @@ class Timers(NamedTuple):
     lost: Array  # (F,) bytes dropped so far, each sent again
     sent_at: Array  # (F,) s, the last step it sent (for the restart after idle)
     threshold: Array  # (F,) the draw `clock` is to reach, `Problem.draws` [count % M]
+    backoff: Array  # (F,) consecutive timeouts before the last (its RTO doubled as often)
+    resumed: Array  # (F,) s, when the last timeout's wait ends (-inf: none yet)
 
 
 class Feedback(NamedTuple):
@@ -228,7 +230,8 @@ def initial_carry(physics: Physics, problem: Problem, grid: Grid) -> Carry:
         timers=Timers(jnp.zeros(controllers, dtype), layout.base_rtt, 0.5 * layout.base_rtt,
                       jnp.zeros(controllers, dtype), jnp.zeros(controllers, dtype),
                       jnp.zeros(controllers, dtype), jnp.zeros(controllers, dtype),
-                      problem.draws[:, 0].astype(dtype)),
+                      problem.draws[:, 0].astype(dtype), jnp.zeros(controllers, dtype),
+                      jnp.full(controllers, -jnp.inf, dtype)),
     )
 
 
@@ -514,7 +517,7 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
         timers = timers._replace(sent_at=jnp.where(send > 0, time + dt, timers.sent_at))
     if physics.timeouts:
         timers, state = _time_out(model, problem, rtt, mark_loss[1], packets_per_s, sending,
-                                  path_send, state, timers, quota - carry.flow_delivered)
+                                  path_send, state, timers, quota - carry.flow_delivered, time)
 
     delivered = carry.delivered + flow_rate * dt
     flow_total = jax.ops.segment_sum(delivered, flow, flow.shape[0])[flow]
@@ -535,14 +538,15 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
 
 def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
               sent: Array, sending: Array, path_send: Array, state: State, timers: Timers,
-              due: Array) -> tuple[Timers, State]:
+              due: Array, time: Array) -> tuple[Timers, State]:
     """Advance the retransmission timers over one step (`models.timeouts`): a sending
     controller integrates its timeout hazard and times out when the integral reaches its next
     Exp(1) draw; a stalled one waits out its RTO and then restarts from the loss window.
     The hazard is that of the packets sent now (`loss` the fraction of them its paths drop,
     `sent` their rate in packets/s, `due` bytes of the round not yet delivered): the timer
     runs from the loss, and the followers a lost packet can have are counted now. Bytes
-    dropped (`path_send` times `loss`) are counted as sent again.
+    dropped (`path_send` times `loss`) are counted as sent again. A timeout within a round trip
+    of the last one's end (its retransmission lost) doubles the RTO again and keeps ssthresh.
 
     Cost. On a CPU a step's cost is its kernel count, and XLA copies cheap elementwise
     producers into every consumer: written as plain `jnp.where`s, the hazard, the firing test
@@ -560,31 +564,36 @@ def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
     rttvar = jnp.where(sending, rttvar, timers.rttvar)
     draws = problem.draws
 
-    def lossy(clock: Array, lost: Array, threshold: Array
-              ) -> tuple[Array, Array, Array, Array]:
+    def lossy(clock: Array, lost: Array, threshold: Array, backoff: Array, resumed: Array
+              ) -> tuple[Array, ...]:
         cwnd = state["cwnd"]
         unsent = due / problem.packet - cwnd  # the round's segments not yet sent
         rate = timeouts.hazard(cwnd, loss, sent, rtt, unsent, problem.probe)
         clock = clock + jnp.where(sending, rate * dt, 0.0)
         fire = sending & (clock >= threshold)
+        again = fire & timeouts.consecutive(time - resumed, srtt)
+        backoff = jnp.where(fire, jnp.where(again, backoff + 1.0, 0.0), backoff)
+        wait = timeouts.backed_off(timeouts.rto(srtt, rttvar, problem.rto_min), backoff)
         # the draw for the timeout after this one (count + 1), where this one fires
         turn = (timers.count.astype(jnp.int32) + 1) % draws.shape[1]
         following = jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
-        return (fire, jnp.where(fire, 0.0, clock), lost + path_send * loss * dt,
-                jnp.where(fire, following, threshold))
+        return (fire, again, wait, jnp.where(fire, 0.0, clock), lost + path_send * loss * dt,
+                jnp.where(fire, following, threshold), backoff,
+                jnp.where(fire, time + dt + wait, resumed))
 
-    def quiet(clock: Array, lost: Array, threshold: Array
-              ) -> tuple[Array, Array, Array, Array]:
-        return jnp.zeros_like(sending), clock, lost, threshold
+    def quiet(clock: Array, lost: Array, threshold: Array, backoff: Array, resumed: Array
+              ) -> tuple[Array, ...]:
+        none = jnp.zeros_like(sending)
+        return none, none, jnp.zeros_like(clock), clock, lost, threshold, backoff, resumed
 
-    fire, clock, lost, threshold = jax.lax.cond(jnp.any(sending & (loss > 0)), lossy, quiet,
-                                                timers.clock, timers.lost, timers.threshold)
-    restarted = timeouts.restart(state, model.min_window(problem.params))
+    fire, again, wait, clock, lost, threshold, backoff, resumed = jax.lax.cond(
+        jnp.any(sending & (loss > 0)), lossy, quiet, timers.clock, timers.lost,
+        timers.threshold, timers.backoff, timers.resumed)
+    restarted = timeouts.restart(state, model.min_window(problem.params), again)
     state = jax.tree.map(lambda new, old: jnp.where(fire, new, old), restarted, state)
-    stall = jnp.where(fire, timeouts.rto(srtt, rttvar, problem.rto_min),
-                      jnp.maximum(timers.stall - dt, 0.0))
+    stall = jnp.where(fire, wait, jnp.maximum(timers.stall - dt, 0.0))
     return Timers(stall, srtt, rttvar, clock, timers.count + fire, lost, timers.sent_at,
-                  threshold), state
+                  threshold, backoff, resumed), state
 
 
 def _barrier(physics: Physics, problem: Problem, carry: Carry, done: Array, state: State,

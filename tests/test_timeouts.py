@@ -104,6 +104,32 @@ def test_a_flow_in_timeout_sends_nothing(collapsed) -> None:
     assert np.all(sending[1:][continued] == 0.0)
 
 
+def test_consecutive_timeouts_back_off(collapsed) -> None:
+    """RFC 6298 §5.5: a timeout that fires before the segment resent on resuming from the last
+    one could be acknowledged (within a round trip of that wait's end) waits twice as long; one
+    that fires later waits one RTO again. RTOmin 5 ms lies above srtt + 4 rttvar here (round
+    trips of 0.2 to 0.5 ms), so every wait is 5 ms times a power of two. The stall a sample
+    shows is the time left, so each wait ends at that sample's time plus its stall, and began
+    less than a sample interval before the sample; gaps between one wait's end and the next
+    timeout too near a round trip to tell are skipped."""
+    interval = collapsed.attrs["sample_interval"]
+    stall, time = collapsed.stall.values, collapsed.time.values
+    rto, near, far = 5e-3, 0.1e-3, 1e-3  # s: RTOmin; surely within, surely beyond a round trip
+    kinds = {"doubled": 0, "reset": 0}
+    for f in range(stall.shape[1]):
+        end, wait = -math.inf, 0.0
+        for k in np.flatnonzero(stall[1:, f] > stall[:-1, f]) + 1:
+            gap = time[k] - end  # from the last wait's end to (at most an interval after) this
+            expected = 2 * wait if gap <= near else rto if gap - interval >= far else None
+            # where the gap cannot tell, the wait is still a power of two of RTOmin
+            wait = expected or rto * 2.0 ** round(math.log2(stall[k, f] / rto))
+            if expected is not None:
+                kinds["doubled" if gap <= near else "reset"] += 1
+                assert expected - interval * 1.01 <= stall[k, f] <= expected, (f, time[k])
+            end = time[k] + stall[k, f]
+    assert kinds["doubled"] >= 20 and kinds["reset"] >= 100
+
+
 def test_goodput_never_exceeds_throughput(collapsed) -> None:
     interval = collapsed.attrs["sample_interval"]
     sent = np.cumsum(collapsed.send_rate.values, axis=0) * interval

@@ -29,8 +29,8 @@ collapse the fluid model times out more than the packet level (its losses are in
 within a window, while drop-tail losses come in bursts that spare some flows whole, so more
 fluid flows time out in the first burst, and they restart together into a second one): its
 goodput at 32 and 48 servers is a third to a half of the packet level's. With RTOmin 200 us the
-fluid flows keep the link full through their short stalls; packet-level flows lose more to
-go-back-N and backed-off timers (0.68 of the link at 48 servers).
+fluid flows keep 0.95 of the link through their short, backed-off stalls; packet-level flows
+lose more, to go-back-N as well (0.68 of the link at 48 servers).
 
 `incast_range_fluid_packet`: the 10 Gb/s DCTCP incast that `pathflow sweep
 examples/incast_10g.toml` runs (8 senders, 5 MB port, K = 65 packets, 20 ms), fluid against

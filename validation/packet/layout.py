@@ -253,7 +253,8 @@ SI_STAGE_BYTES = 31  # DCQCN: byte-counter expiries since the last cut
 SI_SACK = 32  # 1: SACK (RFC 2018) with RFC 6675 loss recovery; 0: NewReno (sack.py)
 SI_PIPE = 33  # SACK recovery: RFC 6675's pipe, segments (recomputed on each ACK, +1 per send)
 SI_NEXT_LOST = 34  # SACK recovery: lowest lost segment not yet retransmitted (-1: none)
-SI_LOST_EDGE = 35  # SACK recovery: unSACKed segments below this are lost (IsLost)
+SI_LOST_EDGE = 35  # SACK recovery: unSACKed segments below this are lost (RFC 6675's IsLost;
+#                  with recovery = "linux" one past the highest segment RACK found lost)
 # barrier-synchronised rounds (`[traffic] rounds`, `rounds.py`); a flow without rounds has 1
 SI_ROUNDS = 36  # rounds of its flow
 SI_ROUND = 37  # the round it may send (released so far - 1)
