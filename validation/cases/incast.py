@@ -50,9 +50,12 @@ recovery's sending to what it delivers) few flows wait for the RTO (21 of 960 an
 deliver nothing in the last 5 ms, against 480 and 880 with the default): 9.8 and 8.7 Gb/s at
 960 and 1,280 flows against the fluid model's 10 (its losses leave no holes, so all it
 delivers is goodput). At 2,000 flows 2,000 windows of 2 segments hold 6 MB, more than the port:
-losses persist in both engines (the state lossy in both), and at packet level a probe lost with
-the segments it stands for leaves 624 flows to the RTO (7.5 Gb/s), where the fluid model,
-whose losses within a window are independent, times out few. At 960 the packet-level windows
+losses persist in both engines (the state lossy in both), and at packet level 624 flows wait
+for the RTO (7.5 Gb/s): the hosts queue every initial window at once, each flow loses about 8
+of its 10 segments in the start-up (drops at 7 times the link rate from 1 to 3 ms), and the
+idle flows lost the probe (27 % of them) or retransmissions (73 %) that would have repaired
+their holes; the fluid model, whose host NIC lets the first marks cut the windows before they
+have left and which leaves out lost retransmissions, times out few. At 960 the packet-level windows
 are still coming down from the start-up's overshoot after 20 ms (4.4 against 3.3 MB of queue;
 the fluid windows reach the floor at 8 ms). Reported, not claimed. (ns-3, without RACK and without
 DCTCP's window floor, leaves most flows idle in timeouts at these points: see
