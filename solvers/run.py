@@ -161,8 +161,10 @@ def _regrid(carry: Carry, old: int, new: int) -> Carry:
     step = np.asarray(carry.step)
     stepped, rows, cols, entries, due = refiled(int(step), np.asarray(carry.feedback.slots),
                                                 np.asarray(carry.feedback.due), old, new)
-    # padded to a power of two (one compiled program per size class); row H drops the padding
-    size = 1 << max(10, (len(rows) - 1).bit_length())
+    # padded to a power of two (one compiled program per size class, each loaded once per
+    # process: 12 ms), at least 8,192 entries, as many as a k = 8 fat-tree has pending (a
+    # dropped row costs next to nothing); row H drops the padding
+    size = 1 << max(13, (len(rows) - 1).bit_length())
     history = carry.feedback.slots.shape[0]
     pad = size - len(rows)
     slots = _refile(carry.feedback.slots, np.pad(rows, (0, pad), constant_values=history),
