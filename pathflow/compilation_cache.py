@@ -17,6 +17,7 @@ program is touched whenever it is loaded) until the folder, `traced/` included, 
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def prune(folder: Path, max_bytes: int) -> int:
             info = path.stat()
         except OSError:
             continue
-        if path.is_file() and path.name != _STAMP:
+        if stat.S_ISREG(info.st_mode) and path.name != _STAMP:
             files.append((info.st_mtime, info.st_size, path))
     excess = sum(size for _, size, _ in files) - max_bytes
     removed = 0
