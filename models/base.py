@@ -42,7 +42,9 @@ class Signals(NamedTuple):
     mark: fraction of its packets ECN-marked, as seen now, i.e. marked at t - R.
     loss: fraction of its packets dropped, as seen now (t - R).
     acked_rate: its sending rate one round trip ago, x(t - R) (packets/s): the rate at which
-        acknowledgements (and with them marks and loss notices) arrive now.
+        acknowledgements (and with them marks and loss notices) arrive now; for a model with
+        events of its own (`has_events`), x(t - R) stretched by the round trip's growth while
+        the packets were in flight, the rate at which they arrive (`solvers.dde`, step 5).
     window_limited: 1 where the controller's own rate limits what it sends, 0 where the
         sender's NIC does (its host link is saturated). Like Linux (RFC 7661 cwnd validation,
         TCP small queues), a window that does not limit the rate does not grow.
@@ -147,6 +149,21 @@ class CongestionModel(ABC):
         flow restarts from after a retransmission timeout (`models.timeouts`). None: the model
         has no window (a rate-based sender), and the fluid model has no timeouts for it."""
         return None
+
+    @property
+    def has_events(self) -> bool:
+        """Whether the model draws events of its own (`event_rate`, `on_event`): jumps at random
+        moments, each controller its own, which the solver realises by the time change (as the
+        retransmission timeouts of `models.timeouts`)."""
+        return False
+
+    def event_rate(self, state: State, signals: Signals, params: Any) -> Array:
+        """Events per second of each controller now (where `has_events`)."""
+        raise NotImplementedError
+
+    def on_event(self, state: State, params: Any) -> State:
+        """The state after one event (where `has_events`)."""
+        raise NotImplementedError
 
     @abstractmethod
     def initial_state(self, params: Any) -> State:

@@ -105,7 +105,7 @@ class DcqcnStatic(Dcqcn):
                   "is rounded to whole ai_units)", low=0.0, inclusive=False),
         Parameter("ai_unit", "packets/s", "1Mbps", "the NIC's rate step (rpg_ai_rate is set in "
                   "whole Mb/s)", low=0.0, inclusive=False),
-        *dcqcn_parameters("rhai", rhai="50Mbps"),
+        *dcqcn_parameters("rhai", "cuts", rhai="50Mbps"),
     )
     Params: ClassVar[type] = DcqcnStaticParams
     presets: ClassVar[Presets] = {}
@@ -129,3 +129,6 @@ class DcqcnStatic(Dcqcn):
 
     def derivative(self, state: State, signals: Signals, params: DcqcnStaticParams) -> State:
         return super().derivative(state, signals, self.as_dcqcn(params))
+
+    def event_rate(self, state: State, signals: Signals, params: DcqcnStaticParams) -> Array:
+        return super().event_rate(state, signals, self.as_dcqcn(params))

@@ -144,6 +144,24 @@ class Mixture(CongestionModel):
             floor = jnp.where(which == i, value, floor)
         return floor
 
+    @property
+    def has_events(self) -> bool:
+        return any(part.has_events for part in self.parts)
+
+    def event_rate(self, state: State, signals: Signals, params: Any) -> Array:
+        which, parts = self._unpack(params)
+        rate = jnp.zeros_like(which)
+        for i, (part, values) in enumerate(zip(self.parts, parts, strict=True)):
+            if part.has_events:
+                rate = jnp.where(which == i, part.event_rate(state, signals, values), rate)
+        return rate
+
+    def on_event(self, state: State, params: Any) -> State:
+        which, parts = self._unpack(params)
+        results = [part.on_event(state, values) if part.has_events else state
+                   for part, values in zip(self.parts, parts, strict=True)]
+        return self._select(which, results, state)
+
     def derivative(self, state: State, signals: Signals, params: Any) -> State:
         which, parts = self._unpack(params)
         results = [part.derivative(state, signals, values)

@@ -303,8 +303,9 @@ def compile_scenario(scenario: Scenario, exchangeable: bool = True) -> Compiled:
     # flows that may time out do so at moments of their own (`models.timeouts`): a class of
     # them runs as at most `[run] representatives` controllers, each a sample of its timeouts
     timed_out = model.min_window(params) is not None
-    representatives = scenario.si.run.representatives if timed_out else 0
-    if exchangeable and (representatives or not timed_out):
+    random = timed_out or model.has_events
+    representatives = scenario.si.run.representatives if random else 0
+    if exchangeable and (representatives or not random):
         controller_of = _exchangeable(routes, representatives)
     else:
         controller_of = np.arange(n_subflows)

@@ -162,11 +162,14 @@ _VARIABLES = {
     "target_rate": Field(_PER_SUBFLOW, "bytes/s", "rate a rate-based sender recovers towards "
                                                   "(DCQCN's R_T)"),
     "stage": Field(_PER_SUBFLOW, "1", "rate-increase timer expiries since the last rate cut "
-                                      "(DCQCN+; the fluid model's mean)"),
-    "since_cut": Field(_PER_SUBFLOW, "s", "time since the last rate cut (DCQCN; the fluid "
-                                          "model's mean, which paces its hyper increase)"),
+                                      "(DCQCN+; the mean field's mean, the flow's own with "
+                                      "cuts = events)"),
+    "since_cut": Field(_PER_SUBFLOW, "s", "time since the last rate cut (DCQCN; the mean "
+                                          "field's mean, which paces its hyper increase, or "
+                                          "the flow's own with cuts = events)"),
     "sent_since_cut": Field(_PER_SUBFLOW, "bytes", "data sent since the last rate cut (DCQCN; "
-                                                   "the fluid model's mean)"),
+                                                   "the mean field's mean, or the flow's own "
+                                                   "with cuts = events)"),
     "cwr": Field(_PER_SUBFLOW, "s", "time left in window reduction, when signals are ignored "
                                     "(fluid per-window reaction)"),
     "credit": Field(_PER_SUBFLOW, "packets", "congestion signals accumulated towards the next "

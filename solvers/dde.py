@@ -21,7 +21,9 @@ One step from t to t + dt:
    state for a rate-based one) for running controllers (started, not yet finished), capped by
    the sender's own NIC: a host link never queues or drops, it shares its capacity, less the
    ACKs it sends, among its flows in proportion to their windows (local backpressure, as Linux's
-   TCP small queues do; the host's ACKs go first, as in the packet engine's NIC).
+   TCP small queues do; the host's ACKs go first, as in the packet engine's NIC), and among
+   rate-based senders max-min (`_water_level`: the NIC's round robin among paced queue pairs,
+   each sending at most its own rate).
 3. Flows tier by tier: the flow entering hop h + 1 is the flow entering hop h times the
    share-weighted departure/arrival ratio of its hop-h links (fluid FIFO: a queue passes on its
    departures in the proportions it receives), with the ratios of the previous step, so a
@@ -44,9 +46,15 @@ One step from t to t + dt:
 5. Feedback. What a controller learns from this step (the mark and drop fractions along its
    paths, 1 - prod_h (1 - s_h) with s_h the share-weighted fraction at hop h, which is the
    split-weighted 1 - prod_l (1 - p_l) when at most one hop of each path marks, and its own sending
-   rate) reaches it one round trip later, at a = t + R(t): marks are applied on enqueue, so the
-   marked packet still waits through the current queues (`Physics.feedback = "propagation"` files
-   it at the base round trip instead, the fixed loop delay of fluid-model stability analyses). The
+   rate x) reaches it one round trip later, at a = t + R(t): marks are applied on enqueue, so the
+   marked packet still waits through the current queues (`Physics.feedback = "propagation"`
+   files it at the base round trip instead, the fixed loop delay of fluid-model stability
+   analyses). A model with events of its own (`CongestionModel.has_events`), which come with
+   packet arrivals, gets the rate at which the step's packets arrive instead of x:
+   x dt / (dt + R(t + dt) - R(t)), the fluid FIFO's, so that an incast's flows sending at eight
+   times the link arrive at its rate while the queue fills (the published fluid models, which
+   the others are, read x(t - R); for a window-based sender, clocked by its ACKs, the two differ
+   little once out of slow start). The
    signals are written into a ring buffer of `grid.history` steps at the slot of their arrival
    step, ceil(a/dt), kept nondecreasing per controller (a packet never overtakes an earlier one);
    each step reads its own slot, contiguously, and a controller keeps the last values it received
@@ -60,6 +68,9 @@ One step from t to t + dt:
    sending controller integrates its timeout hazard; when the integral reaches its next Exp(1)
    draw (`Problem.draws`) it stalls for an RTO (`Timers`), sending nothing and its state
    frozen, and restarts from the loss window. Bytes dropped are counted as sent again.
+   A model with random events of its own (`CongestionModel.has_events`: DCQCN's cuts with
+   `cuts = "events"`) uses the same time change with its `event_rate` and jumps by its
+   `on_event` when the integral reaches the draw (`_events`; such a model has no timeouts).
 8. Rounds (`Problem.rounds`, barrier-synchronised traffic): a flow sends its round's block
    (`Problem.size` bytes each round) and waits; when every flow of its barrier has its block,
    the barrier's next round starts (a window idle for an RTO restarts from at most its initial
@@ -104,6 +115,8 @@ __all__ = ["Carry", "Feedback", "Timers", "Trajectory", "initial_carry", "integr
            "run_records"]
 
 _TINY = 1e-30
+_RETURN_FLOOR = 1e-3  # a step's packets return over at least this part of a step
+_WATER_ROUNDS = 64  # most Newton steps of `_water_level` (each uncaps at least one sender)
 # The ring holds fractions, a rate and a step stamp below 2**22: float32 keeps the stamps exact
 # and the signals to 6e-8, and halves the largest array of a long-RTT run (memory, and the time
 # to fill and re-file it).
@@ -452,13 +465,18 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     sending = running & (carry.timers.stall <= 0)  # a flow in timeout sends nothing
     wanted = jnp.where(sending, model.rate(carry.state, rtt, problem.params), 0.0)
     wanted = wanted * problem.packet
-    offered = jax.ops.segment_sum(wanted * count, problem.nic, links)
     room = jnp.maximum(queues.capacity - carry.acks, 0.0)  # a NIC sends its host's ACKs first
-    nic_share = jnp.minimum(1.0, room / jnp.maximum(offered, _TINY))[problem.nic]
-    send = wanted * nic_share
     paused = jnp.zeros_like(queues.capacity)
     if physics.pfc:  # a paused transmitter sends nothing: a NIC's senders, a port's queue
         paused = _transmitters_paused(carry, time, dt, queues.pause_delay)
+    if model.sends == "rate":
+        send = jnp.minimum(wanted, _water_level(wanted, count, problem.nic, room)[problem.nic])
+        nic_share = jnp.where(wanted > 0.0, send / jnp.maximum(wanted, _TINY), 1.0)
+    else:
+        offered = jax.ops.segment_sum(wanted * count, problem.nic, links)
+        nic_share = jnp.minimum(1.0, room / jnp.maximum(offered, _TINY))[problem.nic]
+        send = wanted * nic_share
+    if physics.pfc:
         send = send * (1.0 - paused[problem.nic])
         queues = queues._replace(capacity=queues.capacity * (1.0 - paused))
     packets_per_s = send / problem.packet
@@ -495,8 +513,15 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
         flow_rate = jnp.sum(slot_entering * layout.exit * ratio[layout.link], axis=1)
 
     mark_loss = _path_signal(jnp.stack([mark, loss]), layout, widths)
-    sent = jnp.stack([mark_loss[0], mark_loss[1], packets_per_s], axis=1)
+    rtt_later = _rtt(moved.queue, problem, layout)  # also the next step's current RTT
     delay = rtt if physics.feedback == "round_trip" else layout.base_rtt
+    returned = packets_per_s
+    if model.has_events and physics.feedback == "round_trip":
+        # events come with packet arrivals, and a step's packets arrive over dt + (the round
+        # trip's change), not dt: slower than they left while the queues fill (an incast's
+        # flows at 8x the link arrive at its rate), faster while they drain (fluid FIFO)
+        returned = packets_per_s * dt / jnp.maximum(dt + rtt_later - rtt, _RETURN_FLOOR * dt)
+    sent = jnp.stack([mark_loss[0], mark_loss[1], returned], axis=1)
     feedback = _receive(_send_back(carry.feedback, carry.step, delay, dt, sent), carry.step)
     seen_mark, seen_loss, acked = feedback.seen.T
     signals = Signals(rtt, seen_mark, seen_loss, acked, (nic_share >= 1.0).astype(rtt.dtype),
@@ -506,7 +531,6 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     slope = model.derivative(carry.state, signals, params)
     euler = jax.tree.map(lambda s, d: s + dt * d, carry.state, slope)
     guess = model.project(euler, signals, params)
-    rtt_later = _rtt(moved.queue, problem, layout)  # also the next step's current RTT
     later = signals._replace(rtt=rtt_later)
     slope_later = model.derivative(guess, later, params)
     stepped = jax.tree.map(lambda s, a, b: s + 0.5 * dt * (a + b), carry.state, slope, slope_later)
@@ -518,6 +542,8 @@ def _step(physics: Physics, problem: Problem, layout: _Layout, carry: Carry
     if physics.timeouts:
         timers, state = _time_out(model, problem, rtt, mark_loss[1], packets_per_s, sending,
                                   path_send, state, timers, quota - carry.flow_delivered, time)
+    elif model.has_events:
+        timers, state = _events(model, problem, carry.state, signals, state, sending, timers)
 
     delivered = carry.delivered + flow_rate * dt
     flow_total = jax.ops.segment_sum(delivered, flow, flow.shape[0])[flow]
@@ -594,6 +620,54 @@ def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
     stall = jnp.where(fire, wait, jnp.maximum(timers.stall - dt, 0.0))
     return Timers(stall, srtt, rttvar, clock, timers.count + fire, lost, timers.sent_at,
                   threshold, backoff, resumed), state
+
+
+def _water_level(wanted: Array, count: Array, nic: Array, room: Array) -> Array:
+    """Per NIC, the level lambda at which its rate-based senders, each sending min(rate,
+    lambda), fill its room (inf where their rates fit): the NIC's round robin among paced
+    queue pairs, a max-min share. Newton's method on the concave, piecewise linear
+    sum_i count_i min(rate_i, lambda) - room, started at the equal share below the root,
+    climbs to it without passing it and ends exactly once it knows which senders are capped:
+    lambda = (room - what the uncapped send) / (the capped's count)."""
+    links = room.shape[0]
+
+    def level(lam: Array) -> Array:
+        capped = wanted > lam[nic]
+        free = jax.ops.segment_sum(jnp.where(capped, 0.0, wanted * count), nic, links)
+        held = jax.ops.segment_sum(jnp.where(capped, count, 0.0), nic, links)
+        return jnp.where(held > 0.0, jnp.maximum(room - free, 0.0) / jnp.maximum(held, _TINY),
+                         jnp.inf)
+
+    senders = jax.ops.segment_sum(jnp.where(wanted > 0.0, count, 0.0), nic, links)
+    start = room / jnp.maximum(senders, _TINY)
+
+    def climbing(carry: tuple[Array, Array, Array]) -> Array:
+        before, lam, rounds = carry
+        return jnp.any(lam > before) & (rounds < _WATER_ROUNDS)
+
+    def climb(carry: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
+        _, lam, rounds = carry
+        return lam, jnp.maximum(level(lam), lam), rounds + 1
+
+    return jax.lax.while_loop(climbing, climb, (jnp.full_like(start, -1.0), start, 0))[1]
+
+
+def _events(model: CongestionModel, problem: Problem, before: State, signals: Signals,
+            state: State, sending: Array, timers: Timers) -> tuple[Timers, State]:
+    """A model's own random events over one step (`CongestionModel.event_rate`), by the time
+    change of `_time_out`: a sending controller integrates its event rate and jumps
+    (`on_event`) when the integral reaches its next Exp(1) draw. A model without timeouts keeps
+    the count and the clock in `timers` (its `count`, `clock` and `threshold`)."""
+    rate = model.event_rate(before, signals, problem.params)
+    clock = timers.clock + jnp.where(sending, rate * problem.dt, 0.0)
+    fire = sending & (clock >= timers.threshold)
+    draws = problem.draws
+    turn = (timers.count.astype(jnp.int32) + 1) % draws.shape[1]
+    following = jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
+    jumped = model.on_event(state, problem.params)
+    state = jax.tree.map(lambda new, old: jnp.where(fire, new, old), jumped, state)
+    return timers._replace(clock=jnp.where(fire, 0.0, clock), count=timers.count + fire,
+                           threshold=jnp.where(fire, following, timers.threshold)), state
 
 
 def _barrier(physics: Physics, problem: Problem, carry: Carry, done: Array, state: State,

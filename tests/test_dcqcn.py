@@ -8,6 +8,7 @@ import math
 import warnings
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -177,3 +178,29 @@ def test_hyper_increase_speeds_the_recovery_after_a_cut_in_both_engines() -> Non
     assert hyper["fluid"][2] == pytest.approx(hyper["packet"][2], rel=0.1)
     for engine in ("fluid", "packet"):  # the byte counter holds hyper increase back
         assert hyper[engine][2] > 10e-3
+
+
+def test_a_nic_shares_itself_max_min_among_paced_senders() -> None:
+    """Rate-based senders on one NIC (`solvers.dde._water_level`): each sends min(rate,
+    level), the level filling the NIC, as progressive filling finds it (every sender raised
+    alike until it reaches its own rate or the NIC is full); a NIC they fit is not a limit."""
+    from pathflow.solvers.dde import _water_level
+
+    rng = np.random.default_rng(3)
+    wanted = rng.uniform(0.0, 4.0, 40)
+    count = rng.integers(1, 5, 40).astype(float)
+    nic = np.repeat([0, 1, 2], [15, 15, 10])
+    room = np.array([20.0, 1e6, 0.0, 0.0])  # the third NIC has no room; index 3 is padding
+    level = np.asarray(_water_level(jnp.asarray(wanted), jnp.asarray(count), jnp.asarray(nic),
+                                    jnp.asarray(room)))
+    on_first = nic == 0
+    sent, left = np.zeros(on_first.sum()), 20.0
+    for _ in range(1000):  # progressive filling in small equal steps
+        rising = sent < wanted[on_first]
+        if not rising.any() or left <= 0:
+            break
+        step = min(left / count[on_first][rising].sum(), 1e-3)
+        sent[rising] = np.minimum(sent[rising] + step, wanted[on_first][rising])
+        left = 20.0 - float((sent * count[on_first]).sum())
+    assert np.minimum(wanted[on_first], level[0]) == pytest.approx(sent, abs=2e-3)
+    assert level[1] == np.inf and level[2] == 0.0

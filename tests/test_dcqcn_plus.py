@@ -63,7 +63,7 @@ def test_without_marks_the_stages_count_timer_periods() -> None:
 def test_dcqcn_plus_declares_no_byte_counter_and_refuses_one() -> None:
     with pytest.raises(ScenarioError, match=r"^transport\.byte_counter: unknown key "
                                             r"'byte_counter' for this cc; allowed keys: .*"
-                                            r"timer_gain, rl$"):
+                                            r"timer_gain, rl, cuts$"):
         _incast(2, byte_counter="10MB")
     values = _incast(2).si.transport.parameters
     assert values["timer_gain"] == 3.1 and values["rl"] * PACKET == pytest.approx(500e6 / 8)
