@@ -161,8 +161,8 @@ queue of N = 10 oscillates with sustained amplitude, N = 2 settles (to within +-
 close to its own critical delay here), N = 64 settles at the paper's fixed point only with the
 marking line extended past Kmax; `dcqcn_fluid_packet`, 8:1 and 64:1 incasts at 10 Gb/s against
 the packet level (conext2016 and cx4: the mean field claimed at 8:1, the events form at 64:1).
-tests/test_dcqcn_events.py: the gaps between cuts against the renewal of marked packets, flows cut
-moments of their own, and the events form against the packet level on the sweep's incast.
+tests/test_dcqcn_events.py: the gaps between cuts against the renewal of marked packets, flows
+cut at moments of their own, and the events form against the packet level on the sweep's incast.
 tests/test_dcqcn.py: presets, errors, units of the results, alpha's decay in both engines, a
 receiver short of CNP capacity losing control of the queue in both engines, and hyper increase:
 the recovery after a deep cut against the packet level, held back until the byte counter has
@@ -312,6 +312,12 @@ def _cnp_share(signals: Signals, seen: Array, params: DcqcnParams) -> Array:
     return jnp.where(total > capacity, capacity / jnp.maximum(total, TINY), 1.0)
 
 
+def _cnp_probability(signals: Signals, seen: Array, params: DcqcnParams) -> Array:
+    """p: the chance that a packet brings its flow a CNP, its marked fraction thinned by the
+    receiver's CNP capacity (kept below 1)."""
+    return jnp.clip(signals.mark * _cnp_share(signals, seen, params), 0.0, SURE)
+
+
 @dataclass(frozen=True)
 class Dcqcn(CongestionModel):
     name = "dcqcn"
@@ -382,7 +388,7 @@ class Dcqcn(CongestionModel):
         """Cuts per second: marked packets arriving (a CNP each, thinned by the receiver's CNP
         capacity), none within max(tau, min_time_between_cnps) of the last cut."""
         seen = signals.acked_rate
-        p = jnp.clip(signals.mark * _cnp_share(signals, seen, params), 0.0, SURE)
+        p = _cnp_probability(signals, seen, params)
         dead = jnp.maximum(params.cnp_interval, params.min_time_between_cnps)
         return cut_hazard(state["since_cut"], dead, p, seen)
 
@@ -401,7 +407,7 @@ class Dcqcn(CongestionModel):
         halfway to R_T, after raising R_T by R_AI once either count has reached F and by
         R_HAI once both are past it (the NIC's rule, validation/packet/dcqcn.py)."""
         seen = signals.acked_rate
-        p = jnp.clip(signals.mark * _cnp_share(signals, seen, params), 0.0, SURE)
+        p = _cnp_probability(signals, seen, params)
         marked = any_marked(params.alpha_interval * seen, p, log_keep_of(p))
         current, target = state["current_rate"], state["target_rate"]
         timer_rate, bytes_rate = 1.0 / params.timer, seen / params.byte_counter  # bytes sent
@@ -427,7 +433,7 @@ class Dcqcn(CongestionModel):
         if self.has_events:
             return self._between_cuts(state, signals, params)
         seen = signals.acked_rate  # R_C*: the rate whose feedback arrives now
-        p = jnp.clip(signals.mark * _cnp_share(signals, seen, params), 0.0, SURE)
+        p = _cnp_probability(signals, seen, params)
         log_keep = log_keep_of(p)
         current, target, alpha = state["current_rate"], state["target_rate"], state["alpha"]
         tau, byte_counter, timer = params.cnp_interval, params.byte_counter, params.timer

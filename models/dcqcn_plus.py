@@ -160,6 +160,17 @@ class Feedback(NamedTuple):
     expiries: Array  # E (1/s)
 
 
+def _timer(period: Array, current: Array, params: DcqcnPlusParams) -> Array:
+    """K = lambda max(tau_c, MTU / R_C) (s): the rate-increase timer."""
+    return params.timer_gain * jnp.maximum(period, 1.0 / jnp.maximum(current, TINY))
+
+
+def _sharing(signals: Signals) -> Array:
+    """n: the flows sending now into each flow's receiver."""
+    seen = signals.acked_rate
+    return receiver_sum((seen > 0).astype(seen.dtype), signals)
+
+
 def feedback(seen: Array, mark: Array, current: Array, sharing: Array,
              params: DcqcnPlusParams) -> Feedback:
     """The cuts, alpha's target and the timer expiries of a flow whose feedback arrives at
@@ -169,7 +180,7 @@ def feedback(seen: Array, mark: Array, current: Array, sharing: Array,
     p = jnp.clip(mark, 0.0, SURE)
     log_keep = log_keep_of(p)
     period = cnp_period(sharing, params)
-    timer = params.timer_gain * jnp.maximum(period, 1.0 / jnp.maximum(current, TINY))  # K
+    timer = _timer(period, current, params)  # K
     cuts = -jnp.expm1(period * seen * log_keep) / period  # c = a / tau_c
     marked = -jnp.expm1(params.alpha_interval * seen * log_keep)
     expiries = per_packet(timer * seen, p, log_keep) / timer  # E
@@ -217,11 +228,10 @@ class DcqcnPlus(Dcqcn):
     def event_rate(self, state: State, signals: Signals, params: DcqcnPlusParams) -> Array:
         """Cuts per second: marked packets arriving, none within the CNP period tau_c of the
         last cut (time since it read from the stage count: S timer periods K)."""
-        seen, current = signals.acked_rate, state["current_rate"]
-        period = cnp_period(receiver_sum((seen > 0).astype(seen.dtype), signals), params)
-        timer = params.timer_gain * jnp.maximum(period, 1.0 / jnp.maximum(current, TINY))
+        period = cnp_period(_sharing(signals), params)
+        timer = _timer(period, state["current_rate"], params)
         p = jnp.clip(signals.mark, 0.0, SURE)
-        return cut_hazard(state["stage"] * timer, period, p, seen)
+        return cut_hazard(state["stage"] * timer, period, p, signals.acked_rate)
 
     def _between_cuts(self, state: State, signals: Signals, params: DcqcnPlusParams) -> State:
         """d(state)/dt of one flow between its cuts (`cuts = "events"`): the timer's expiries
@@ -230,9 +240,7 @@ class DcqcnPlus(Dcqcn):
         min(R_C, (S - 4F) R_l/100) beyond: validation/packet/dcqcn.py)."""
         seen, current = signals.acked_rate, state["current_rate"]
         target, stage = state["target_rate"], state["stage"]
-        period = cnp_period(receiver_sum((seen > 0).astype(seen.dtype), signals), params)
-        expiries = 1.0 / (params.timer_gain * jnp.maximum(period, 1.0 / jnp.maximum(current,
-                                                                                    TINY)))
+        expiries = 1.0 / _timer(cnp_period(_sharing(signals), params), current, params)
         p = jnp.clip(signals.mark, 0.0, SURE)
         marked = any_marked(params.alpha_interval * seen, p, log_keep_of(p))
         past = jnp.floor(stage) + 1.0 - params.stages  # at the next expiry
@@ -252,8 +260,7 @@ class DcqcnPlus(Dcqcn):
         seen = signals.acked_rate  # R_C*
         current, target, alpha = state["current_rate"], state["target_rate"], state["alpha"]
         stage = jnp.maximum(state["stage"], TINY)
-        sharing = receiver_sum((seen > 0).astype(seen.dtype), signals)
-        cuts, marked, expiries = feedback(seen, signals.mark, current, sharing, params)
+        cuts, marked, expiries = feedback(seen, signals.mark, current, _sharing(signals), params)
         step = increase_step(-jnp.log1p(1.0 / stage), current, params.stages, params.rl)
         return {
             "alpha": params.g / params.alpha_interval * (marked - alpha),

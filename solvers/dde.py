@@ -588,7 +588,6 @@ def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
     srtt, rttvar = timeouts.smoothed_rtt(timers.srtt, timers.rttvar, rtt, dt)
     srtt = jnp.where(sending, srtt, timers.srtt)
     rttvar = jnp.where(sending, rttvar, timers.rttvar)
-    draws = problem.draws
 
     def lossy(clock: Array, lost: Array, threshold: Array, backoff: Array, resumed: Array
               ) -> tuple[Array, ...]:
@@ -600,9 +599,7 @@ def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
         again = fire & timeouts.consecutive(time - resumed, srtt)
         backoff = jnp.where(fire, jnp.where(again, backoff + 1.0, 0.0), backoff)
         wait = timeouts.backed_off(timeouts.rto(srtt, rttvar, problem.rto_min), backoff)
-        # the draw for the timeout after this one (count + 1), where this one fires
-        turn = (timers.count.astype(jnp.int32) + 1) % draws.shape[1]
-        following = jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
+        following = _next_draw(problem.draws, timers.count)  # where this one fires
         return (fire, again, wait, jnp.where(fire, 0.0, clock), lost + path_send * loss * dt,
                 jnp.where(fire, following, threshold), backoff,
                 jnp.where(fire, time + dt + wait, resumed))
@@ -620,6 +617,13 @@ def _time_out(model: CongestionModel, problem: Problem, rtt: Array, loss: Array,
     stall = jnp.where(fire, wait, jnp.maximum(timers.stall - dt, 0.0))
     return Timers(stall, srtt, rttvar, clock, timers.count + fire, lost, timers.sent_at,
                   threshold, backoff, resumed), state
+
+
+def _next_draw(draws: Array, count: Array) -> Array:
+    """Each controller's Exp(1) threshold for the event after its `count`-th (`Problem.draws`,
+    used in turn)."""
+    turn = (count.astype(jnp.int32) + 1) % draws.shape[1]
+    return jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
 
 
 def _water_level(wanted: Array, count: Array, nic: Array, room: Array) -> Array:
@@ -661,9 +665,7 @@ def _events(model: CongestionModel, problem: Problem, before: State, signals: Si
     rate = model.event_rate(before, signals, problem.params)
     clock = timers.clock + jnp.where(sending, rate * problem.dt, 0.0)
     fire = sending & (clock >= timers.threshold)
-    draws = problem.draws
-    turn = (timers.count.astype(jnp.int32) + 1) % draws.shape[1]
-    following = jnp.take_along_axis(draws, turn[:, None], axis=1)[:, 0]
+    following = _next_draw(problem.draws, timers.count)
     jumped = model.on_event(state, problem.params)
     state = jax.tree.map(lambda new, old: jnp.where(fire, new, old), jumped, state)
     return timers._replace(clock=jnp.where(fire, 0.0, clock), count=timers.count + fire,
