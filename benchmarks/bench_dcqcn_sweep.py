@@ -5,7 +5,8 @@ and its points against the packet-level reference.
   ``python -m pathflow`` in a subprocess whose HOME is an empty folder, so that the JAX
   compilation cache is cold; wall time (compile included) and the subprocess's peak RSS.
   Target: at most 60 s on the project's 2-core machine.
-- ``points``: the sweep's scenario (``pathflow/scenarios/dcqcn_incast.toml``, 200 ms) at N = 80
+- ``points``: the sweep's scenario (``pathflow/scenarios/dcqcn_incast.toml`` in the sweep's
+  ``DEFAULT_FORM``: each flow's cuts drawn, a host's flows as 4 sample paths; 200 ms) at N = 80
   and N = 640 for each control, one run at a time in this process: the fluid model end to end
   (``pathflow.simulate``; first call, compiling, and second call, compiled) against the packet
   level (``simulate_packets``, numba kernels loaded by a warm-up call first); ratio = packet /
@@ -40,11 +41,13 @@ CONTROLS = ("dcqcn", "dcqcn+")
 
 
 def scenario(flows: int, cc: str, duration: str | None = None) -> Any:
-    """The default sweep's scenario at `flows` flows under `cc`."""
+    """The default sweep's scenario (the file in the sweep's `DEFAULT_FORM`) at `flows` flows
+    under `cc`."""
+    from pathflow.cli.sweep import DEFAULT_FORM
     from pathflow.scenario import load_scenario
 
     base = load_scenario(ROOT / "pathflow" / "scenarios" / "dcqcn_incast.toml").with_cc(cc)
-    updates: dict[str, Any] = {"traffic.flows": flows}
+    updates: dict[str, Any] = {**DEFAULT_FORM, "traffic.flows": flows}
     if duration is not None:
         updates |= {"run.duration": duration, "run.warmup": None}
     return base.with_updates(updates)

@@ -74,7 +74,9 @@ exponential's spread, sqrt(1 - p) of it (tests/test_dcqcn_events.py checks both 
 renewal). The solver draws the cuts by the time change (`solvers.dde`: each flow integrates h
 until its next Exp(1) draw) and runs flows that only their cuts tell apart as at most `[run]
 representatives` controllers per class (the 64 flows of a 64:1 incast each its own, 2,000 flows
-from 8 hosts as 256). Results then depend on `[run] seed`, as a packet-level run's do. Where
+from 8 hosts as 256; `pathflow sweep` with no scenario runs its incast in this form with 4 per
+host, which gives the sweep of 16 within 1 % in throughput and 2.2 % in mean queue, every
+state the same). Results then depend on `[run] seed`, as a packet-level run's do. Where
 every packet is marked (an incast's start) the cuts come with the first packet past the dead
 time, alike for flows alike: they part once the marking is a probability again.
 
@@ -118,37 +120,36 @@ Scope and limitations
 ---------------------
 Mean field (the default, `cuts = "mean"`): a flow's rate is the expectation over CNP arrivals,
 so flows with equal parameters and paths stay identical (real flows desynchronise). With many
-flows per receiver that matters more than anything below: on `pathflow sweep`'s incast (cx4,
-5.1 MB under PFC) the mean field's flows cut together and idle the link (6.7 to 8.6 Gb/s from 80
-to 2,000 flows, mean queues under 200 KB, oscillating at every N), where the packet level
-carries 8.6 to 10 Gb/s and from about 1,000 flows holds the buffer full under PFC, every flow
-at its share of its NIC's round robin, settled. Its alpha and cut probability, 1 - (1-p)^x, are the
-published ones, which overcount marks where a flow sends less than a packet per period (above).
-The events form follows the packet level there: throughput within 3 % from 80 to 2,000 flows,
-the same state (oscillating at 80, settled with the buffer full from 1,280), the mean queue
-within 2 % at 80 flows, 1.5x and 1.8x the packet level's at 320 and 640 flows (510 KB against
-344 KB, 3.5 MB against 2.0 MB, measured 2026-11-29). At 8:1 it rises faster after its deepest
-cuts than the packet level, 4.6 % (conext2016) and 10.5 % (cx4) above the packet level's
+flows per receiver that matters more than anything below: on the incast `pathflow sweep` runs
+(cx4, 5.1 MB under PFC) the mean field's flows cut together and idle the link (6.7 to 8.6 Gb/s
+from 80 to 2,000 flows, mean queues under 200 KB, oscillating at every N), where the packet
+level carries 8.6 to 10 Gb/s and from about 1,000 flows holds the buffer full under PFC, every
+flow at its share of its NIC's round robin, settled. Its alpha and cut probability, 1 - (1-p)^x,
+are the published ones, which overcount marks where a flow sends less than a packet per period
+(above). The events form follows the packet level there: throughput within 3 % from 80 to 2,000
+flows, the same state (oscillating at 80, settled with the buffer full from 1,280), the mean
+queue within 2 % at 80 flows, 1.5x and 1.8x the packet level's at 320 and 640 flows (510 KB
+against 344 KB, 3.5 MB against 2.0 MB, measured 2026-11-29). At 8:1 it rises faster after its
+deepest cuts than the packet level, 4.6 % (conext2016) and 10.5 % (cx4) above the packet level's
 throughput, where the mean field is within 1.1 %; the equilibrium and stability analyses
-(`pathflow.analysis`) are of the mean field. The additive increase keeps the published
-model's geometric counts c and e, which hold at rest: after the marks stop they count every
-expiry as past F at once, where a NIC first spends F expiries in fast recovery. Hyper increase
-cannot be read that way: at p = 0 the counts would put every expiry past F + 1 stages of the
-byte counter too, which a NIC at a few Mb/s reaches only after (F + 1) x 32 KB, tens of
-milliseconds. So h follows s, the mean time since the last cut, and n, the packets sent in it
-(both renewals: they relax to the mean gap between cuts tau/a and the packets in it, and grow
-by 1 s per s and R_C once the cuts stop). The age's spread is not in the mean field: Erlang-2
-(coefficient of variation 0.71) is what the packet level measured on cx4's 8:1 incast, where
-hyper increase matters (the gaps between a flow's cuts after warm-up: mean 6.4 ms, coefficient
-of variation 0.73, 2026-11-25); the exponential (Poisson cuts) made the fluid link 5 % busier
-than the packet level's there, a fixed threshold 11 % idler. The mean field's cuts are rarer
-than the packet level's where its marking runs in bursts (dcqcn+static at 80:1: a cut every
-3.0 ms per flow against 0.5 ms), and there hyper increase fires where a NIC's never does. Losses
-are ignored: a DCQCN network is lossless, so run it with `[aqm] pfc = true` (`models.pfc`) or
-buffers in which nothing drops. The
-feedback delay is the solver's round trip, base plus queueing, where the paper's analysis holds
-it fixed (`run.feedback_delay = "propagation"` holds it too). The packet-level counterpart is
-validation/packet/dcqcn.py.
+(`pathflow.analysis`) are of the mean field (asked of the events form they say so). The additive
+increase keeps the published model's geometric counts c and e, which hold at rest: after the
+marks stop they count every expiry as past F at once, where a NIC first spends F expiries in
+fast recovery. Hyper increase cannot be read that way: at p = 0 the counts would put every
+expiry past F + 1 stages of the byte counter too, which a NIC at a few Mb/s reaches only after
+(F + 1) x 32 KB, tens of milliseconds. So h follows s, the mean time since the last cut, and n,
+the packets sent in it (both renewals: they relax to the mean gap between cuts tau/a and the
+packets in it, and grow by 1 s per s and R_C once the cuts stop). The age's spread is not in the
+mean field: Erlang-2 (coefficient of variation 0.71) is what the packet level measured on cx4's
+8:1 incast, where hyper increase matters (the gaps between a flow's cuts after warm-up: mean 6.4
+ms, coefficient of variation 0.73, 2026-11-25); the exponential (Poisson cuts) made the fluid
+link 5 % busier than the packet level's there, a fixed threshold 11 % idler. The mean field's
+cuts are rarer than the packet level's where its marking runs in bursts (dcqcn+static at 80:1: a
+cut every 3.0 ms per flow against 0.5 ms), and there hyper increase fires where a NIC's never
+does. Losses are ignored: a DCQCN network is lossless, so run it with `[aqm] pfc = true`
+(`models.pfc`) or buffers in which nothing drops. The feedback delay is the solver's round trip,
+base plus queueing, where the paper's analysis holds it fixed (`run.feedback_delay =
+"propagation"` holds it too). The packet-level counterpart is validation/packet/dcqcn.py.
 
 Validation
 ----------

@@ -18,7 +18,7 @@ from pathflow.models.base import Signals
 from pathflow.models.dcqcn import Dcqcn
 from pathflow.simulate import simulate
 from pathflow.sweeps import summarize_point
-from pathflow.validation.cases.dcqcn import ten_gig_incast
+from pathflow.validation.cases.dcqcn import incast, ten_gig_incast
 from pathflow.verdict import STATES
 
 EXAMPLE = Path(__file__).parents[1] / "pathflow" / "scenarios" / "dcqcn_incast.toml"
@@ -94,20 +94,41 @@ def test_flows_cut_at_moments_of_their_own() -> None:
 
 @pytest.mark.parametrize("flows", [80, 1280])
 def test_the_default_sweeps_incast_against_the_packet_level(flows: int) -> None:
-    """`pathflow sweep`'s DCQCN incast (examples/dcqcn_incast.toml, 200 ms): with events the
-    fluid model carries what the packet level carries (3 %), holds its mean queue (20 %) and
-    ends in the same state: at 80 flows a limit cycle that empties the queue, at 1,280 a buffer
-    that PFC keeps full, every flow at its share of the NICs' round robin. The mean field's
+    """`pathflow sweep` with no scenario (examples/dcqcn_incast.toml, 200 ms, with each flow's
+    cuts drawn: `cli.sweep.DEFAULT_FORM`, a host's flows as 4 sample paths), DCQCN: the fluid
+    point carries what the packet level carries (3 %), holds its mean queue (20 %) and ends in
+    the same state: at 80 flows a limit cycle that empties the queue, at 1,280 a buffer that
+    PFC keeps full, every flow at its share of the NICs' round robin. The mean field's
     synchronised flows idle the link (measured 2026-11-29: 6.7 and 7.9 Gb/s against 8.6 and
     10 Gb/s, queues of 25 and 135 KB against 57 KB and 5 MB, oscillating at 1,280)."""
+    from pathflow.cli.sweep import DEFAULT_FORM
+    from pathflow.sweeps import sweep
     from pathflow.validation.packet import simulate_packets
 
     scenario = Scenario.from_toml(EXAMPLE.read_text()).with_updates({"traffic.flows": flows})
-    packet = simulate_packets(scenario)
-    events = simulate(scenario.with_updates({"transport.cuts": "events"}))
-    reference, fluid = summarize_point(packet), summarize_point(events)
-    assert fluid["aggregate_throughput"] == pytest.approx(reference["aggregate_throughput"],
-                                                          rel=0.03)
-    assert fluid["queue_mean"] == pytest.approx(reference["queue_mean"], rel=0.20)
-    assert STATES[int(fluid["state"])] == STATES[int(reference["state"])]
-    assert fluid["jain"] == pytest.approx(reference["jain"], abs=0.01)
+    reference = summarize_point(simulate_packets(scenario))
+    fluid = sweep(scenario.with_updates(DEFAULT_FORM), [flows]).isel(flows=0)
+    assert float(fluid.aggregate_throughput) == pytest.approx(
+        reference["aggregate_throughput"], rel=0.03)
+    assert float(fluid.queue_mean) == pytest.approx(reference["queue_mean"], rel=0.20)
+    assert STATES[int(fluid.state)] == STATES[int(reference["state"])]
+    assert float(fluid.jain) == pytest.approx(reference["jain"], abs=0.01)
+
+
+def test_the_analyses_are_of_the_mean_field() -> None:
+    """The rest state and its stability are those of the mean field: asked of the events form
+    (whose derivative between its jumps has no cut term to balance), they say so in one line,
+    and the mean field of the same scenario has one (`dcqcn_fixed_point`'s 10 flows on 40 Gb/s:
+    each at C/N)."""
+    from pathflow.analysis.equilibrium import rest_state
+    from pathflow.analysis.predict import predict
+    from pathflow.analysis.stability import stability
+    from pathflow.scenario import ScenarioError
+
+    scenario = incast(10)
+    events = scenario.with_updates({"transport.cuts": "events"})
+    for analysis in (rest_state, stability):
+        with pytest.raises(ScenarioError, match=r"transport\.cuts: .* mean field"):
+            analysis(events)
+    assert predict(events).reason.startswith("transport.cuts")
+    assert rest_state(scenario).rate == pytest.approx(40e9 / 8 / 10, rel=1e-6)  # bytes/s

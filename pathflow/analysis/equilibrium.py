@@ -195,6 +195,12 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
     """The rest state of `scenario` per solver controller (see `equilibrium`); `compiled`: the
     scenario already compiled (`compile_scenario`), where the caller has it."""
     compiled = compiled or compile_scenario(scenario)
+    if compiled.model.has_events:
+        # between its jumps the events form has no cut term to balance: its rest is the mean
+        # field's only on average, which the root solver and the linearisation do not see
+        raise ScenarioError('transport.cuts: the rest state and its stability are those of the '
+                            'mean field; set cuts = "mean" to analyse it (cuts = "events" draws '
+                            'each flow\'s cuts at random moments)')
     network, _, _ = network_of(compiled, subflows=True, acks=True)
     problem = compiled.problem
     links = network.capacity.size
