@@ -45,7 +45,8 @@ DEFAULT_CONTROLS = "dcqcn,dcqcn+"  # compared by the built-in sweep
 # the packet level keeps busy (README, quick start). A host's flows run as 4 sample
 # paths: 2, 4 and 8 gave the sweep of 16 within 1 % in throughput and 2.2 % in mean queue,
 # every state the same (2026-11-29).
-DEFAULT_FORM: dict[str, Any] = {"transport.cuts": "events", "run.representatives": 4}
+DEFAULT_FORM: dict[str, Any] = {"transport.cuts": "events", "run.representatives": 4,
+                                "name": "dcqcn-incast-10g (cuts drawn per flow)"}
 MOST_TABLES = 4  # points of the other axes with a table each; more: one table of states
 
 
