@@ -36,18 +36,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
 CONTROLS = ("dcqcn", "dcqcn+")
 
 
 def scenario(flows: int, cc: str, duration: str | None = None) -> Any:
-    """The default sweep's scenario (the file in the sweep's `DEFAULT_FORM`) at `flows` flows
+    """The default sweep's scenario (`cli.sweep.default_sweep_scenario`) at `flows` flows
     under `cc`."""
-    from pathflow.cli.sweep import DEFAULT_FORM
-    from pathflow.scenario import load_scenario
+    from pathflow.cli.sweep import default_sweep_scenario
 
-    base = load_scenario(ROOT / "pathflow" / "scenarios" / "dcqcn_incast.toml").with_cc(cc)
-    updates: dict[str, Any] = {**DEFAULT_FORM, "traffic.flows": flows}
+    base = default_sweep_scenario().with_cc(cc)
+    updates: dict[str, Any] = {"traffic.flows": flows}
     if duration is not None:
         updates |= {"run.duration": duration, "run.warmup": None}
     return base.with_updates(updates)

@@ -101,13 +101,13 @@ def test_the_default_sweeps_incast_against_the_packet_level(flows: int) -> None:
     PFC keeps full, every flow at its share of the NICs' round robin. The mean field's
     synchronised flows idle the link (measured 2026-11-29: 6.7 and 7.9 Gb/s against 8.6 and
     10 Gb/s, queues of 25 and 135 KB against 57 KB and 5 MB, oscillating at 1,280)."""
-    from pathflow.cli.sweep import DEFAULT_FORM
+    from pathflow.cli.sweep import default_sweep_scenario
     from pathflow.sweeps import sweep
     from pathflow.validation.packet import simulate_packets
 
     scenario = Scenario.from_toml(EXAMPLE.read_text()).with_updates({"traffic.flows": flows})
     reference = summarize_point(simulate_packets(scenario))
-    fluid = sweep(scenario.with_updates(DEFAULT_FORM), [flows]).isel(flows=0)
+    fluid = sweep(default_sweep_scenario().with_cc("dcqcn"), [flows]).isel(flows=0)
     assert float(fluid.aggregate_throughput) == pytest.approx(
         reference["aggregate_throughput"], rel=0.03)
     assert float(fluid.queue_mean) == pytest.approx(reference["queue_mean"], rel=0.20)

@@ -50,7 +50,7 @@ DEFAULT_FORM: dict[str, Any] = {"transport.cuts": "events", "run.representatives
 MOST_TABLES = 4  # points of the other axes with a table each; more: one table of states
 
 
-def _default_sweep_scenario() -> Scenario:
+def default_sweep_scenario() -> Scenario:
     """Seed 001's RDMA incast (8 senders, 10 Gb/s, 1 KB packets, 5.1 MB shared buffer, PFC,
     DCQCN's marking), read from the installed package (no checkout needed), in `DEFAULT_FORM`."""
     text = resources.files("pathflow").joinpath("scenarios/dcqcn_incast.toml").read_text()
@@ -220,7 +220,7 @@ def sweep(
         from pathflow.sweeps import parse_flow_range, sweep, sweep_dimensions
 
         counts = parse_flow_range(flows)
-        scenario = load_scenario(scenario_file) if scenario_file else _default_sweep_scenario()
+        scenario = load_scenario(scenario_file) if scenario_file else default_sweep_scenario()
         if scenario_file is None and controls is None:
             controls = DEFAULT_CONTROLS
         keys = _keys(controls, settings or [])
