@@ -8,13 +8,15 @@ cluster.
   topology.link_rate=10Gbps,40Gbps --seeds 4`` (216 points); wall time per point. Batching
   across axes (one compiled program per size bucket whichever key varies) should make a grid
   point cheaper than a flow-count point: ratio = flows per point / grid per point.
+- ``one CPU``: the same grid with ``--threads 1``, against ``grid``, which runs its chunks side
+  by side on every CPU (the default): what the CPUs beside the first are worth in one process.
 - ``workers``: the same grid with ``--workers 2`` against the in-process ``grid`` run: the
   overhead of going through dask on this machine (start-up of the local cluster included).
 
 All runs share one JAX compilation cache (a fresh HOME for the first run, reused after), so the
-first pays the compilations; the order (flows, grid, workers) is fixed. ``--quick`` (the smoke
-run): 20 ms scenario, flows 80:320:240, thresholds 20pkt and 65pkt, 2 seeds. This is a
-measurement, not a test: nothing here asserts on speed.
+first pays the compilations; the order (flows, grid, one CPU, workers) is fixed. ``--quick``
+(the smoke run): 20 ms scenario, flows 80:320:240, thresholds 20pkt and 65pkt, 2 seeds. This is
+a measurement, not a test: nothing here asserts on speed.
 
 Usage::
 
@@ -78,8 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases: list[dict[str, Any]] = []
         for name, arguments, n in (("flows", [scenario, "--flows", flows], counts),
                                    ("grid", grid, points),
+                                   ("one CPU", [*grid, "--threads", "1"], points),
                                    ("workers", [*grid, "--workers", "2"], points)):
-            wall = timed([*arguments, "-o", str(Path(home) / f"{name}.zarr")], home)
+            out = Path(home) / f"{name.replace(' ', '_')}.zarr"
+            wall = timed([*arguments, "-o", str(out)], home)
             cases.append({"case": name, "command": " ".join(arguments), "points": n,
                           "wall_s": wall, "per_point_s": wall / n})
     by = {case["case"]: case for case in cases}
@@ -89,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{case['per_point_s']:>13.3f}  {case['command']}")
     cheaper = by["flows"]["per_point_s"] / by["grid"]["per_point_s"]
     print(f"grid point vs flow-count point: {cheaper:.1f}x cheaper (batching across axes)")
+    print(f"in-process on every CPU vs one: {by['one CPU']['wall_s'] / by['grid']['wall_s']:.2f}x "
+          "faster (chunks side by side)")
     print(f"--workers 2 vs in-process: {by['workers']['wall_s'] / by['grid']['wall_s']:.2f}x the "
           "wall time (dask's overhead, local cluster start-up included)")
     if args.json:

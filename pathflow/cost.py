@@ -180,12 +180,14 @@ def estimate(compiled: Compiled, check_dt: bool = False) -> Cost:
 
 
 def estimate_sweep(points: Sequence[Compiled], series: bool = True,
-                   chunk_bytes: float | None = None) -> Cost:
+                   chunk_bytes: float | None = None, parallel: int = 1) -> Cost:
     """The cost of a sweep over points from `pathflow.batch.compile_together`, run as
     `pathflow.batch.run_together` plans it: buckets of one padded size, in equal chunks (of
     `chunk_bytes`, `batch.CHUNK_BYTES` by default) whose points are merged into one problem
-    (each chunk costs one run of the merged size). `series`: each point's per-link queue and
-    utilization are kept (the sweep's `--keep series`; a run of hash seeds keeps them)."""
+    (each chunk costs one run of the merged size), `parallel` chunks at once (the wall time is
+    that of the busiest CPU, each taking the next chunk as it is free; the memory that of the
+    largest chunks together). `series`: each point's per-link queue and utilization are kept
+    (the sweep's `--keep series`; a run of hash seeds keeps them)."""
     from pathflow.batch import CHUNK_BYTES, chunks
 
     if not points:
@@ -193,24 +195,26 @@ def estimate_sweep(points: Sequence[Compiled], series: bool = True,
     first = points[0]
     grid, itemsize = first.grid, _itemsize(first)
     state = _state_variables(first)
-    seconds, peak, shapes = 0.0, (0.0, 0.0), set()
+    busy, peaks, shapes = [0.0] * max(1, parallel), [], set()
     for chunk in chunks(list(points), CHUNK_BYTES if chunk_bytes is None else chunk_bytes):
         links, paths, hops, size = chunk.shape
         merged = (chunk.batch * links + 1, chunk.batch * paths * hops, chunk.batch * size)
         program = (chunk.members[0].physics, *chunk.shape, chunk.batch)
+        seconds = grid.steps * step_seconds(merged[1], merged[0], merged[2])
         if program not in shapes:  # a new program to compile
             shapes.add(program)
             seconds += COMPILE_SECONDS
-        seconds += grid.steps * step_seconds(merged[1], merged[0], merged[2])
+        busy[busy.index(min(busy))] += seconds
         recorded = grid.records * _per_record(merged[0], merged[2], state, itemsize)
-        ring = ring_bytes(chunk.grid.history, merged[2])
-        peak = max(peak, (_RECORD_COPIES * recorded, ring), key=sum)
+        peaks.append((_RECORD_COPIES * recorded, ring_bytes(chunk.grid.history, merged[2])))
+    together = sorted(peaks, key=sum, reverse=True)[: len(busy)]
     kept = sum(2 * grid.records * _sizes(c)[1] * 2 * 8 for c in points) if series else 0
     other = max(_problem_bytes(c) for c in points) * len(points) + kept + _RUNTIME_BYTES
     return Cost(steps=grid.steps, records=grid.records, dt=first.dt,
                 sample_interval=first.sample_interval, history=first.grid.history,
-                record_bytes=peak[0], history_bytes=peak[1], other_bytes=other,
-                seconds=seconds, points=len(points), links=int(first.problem.n_links),
+                record_bytes=sum(p[0] for p in together),
+                history_bytes=sum(p[1] for p in together), other_bytes=other,
+                seconds=max(busy), points=len(points), links=int(first.problem.n_links),
                 controllers=max(_sizes(c)[3] for c in points),
                 adaptive=first.stepping is not None, programs=len(shapes))
 

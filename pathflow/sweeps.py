@@ -22,7 +22,9 @@ flows share a server.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,7 +162,8 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
           before_run: Callable[[list[Compiled]], None] | None = None,
           resume: xr.Dataset | None = None,
           standing_queue: float = STANDING_QUEUE, series: bool = False,
-          client: Any | None = None, chunk_bytes: float = CHUNK_BYTES) -> xr.Dataset:
+          client: Any | None = None, chunk_bytes: float = CHUNK_BYTES,
+          parallel: int = 1) -> xr.Dataset:
     """Run `scenario` at every point of the grid: the flow counts `flows` ("80:2000" or a
     list) by every value of each key of `set` ({"aqm.threshold": "20pkt,40pkt",
     "transport.cc": ["dctcp", "reno"]}; `pathflow.axes`) and, with `seeds`, hash seeds 1 to
@@ -178,7 +181,11 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
     `client` (a dask.distributed Client, `pathflow.cluster.connect`) runs the chunks on its
     cluster, taking them as they finish; the result is the in-process one. `chunk_bytes` sizes
     the batches (`batch.chunks`: their records and feedback history; memory at the peak is
-    about three times it).
+    about three times it, per chunk running). `parallel` runs that many chunks at once in this
+    process, on threads (a sweep has a chunk per physics at least, so the default sweep's two
+    controls run side by side on two CPUs); results are those of one at a time, bit for bit.
+    Give JAX one thread per computation for it (`use_one_thread_each`; the command line does),
+    or its computations contend for the same CPUs.
     `with_predictions` adds each point's prediction from the model alone (`pathflow sweep
     --analyze`)."""
     counts = parse_flow_range(flows) if isinstance(flows, str) else [int(n) for n in flows]
@@ -201,7 +208,7 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
     coords = {**coordinates(scenario, dims), **links}
     frame: xr.Dataset | None = None
     for done in _run(compiled, pending(compiled, skip, chunk_bytes), progress, standing_queue,
-                     series, client):
+                     series, client, parallel):
         for i, summary, kept in zip(done.indices, done.summaries, done.series, strict=True):
             finished[points[i]] = (summary, kept)
         frame = done.frame
@@ -247,23 +254,81 @@ def _on_worker(chunk: Chunk, standing_queue: float, series: bool) -> Measured:
 
 
 def _run(compiled: list[Compiled], todo: Iterable[tuple[Chunk, int]],
-         progress: Progress | None, standing_queue: float, series: bool, client: Any | None
-         ) -> Iterator[Measured]:
-    """The chunks `todo` (`batch.pending`) measured in this process, one after another, or on
-    `client`'s cluster as they finish; `progress(done, total)` counts points."""
+         progress: Progress | None, standing_queue: float, series: bool, client: Any | None,
+         parallel: int = 1) -> Iterator[Measured]:
+    """The chunks `todo` (`batch.pending`) measured in this process, one after another or
+    `parallel` at once (`_in_threads`), or on `client`'s cluster, each as it finishes;
+    `progress(done, total)` counts points."""
     total = len(compiled)
     chunks = list(todo)
-    if client is None:
+    if client is not None:
+        done = total - sum(len(chunk.members) for chunk, _ in chunks)
+        tasks = [(chunk, standing_queue, series) for chunk, _ in chunks]
+        for measured in run_remote(client, _on_worker, tasks):
+            done += len(measured.indices)
+            if progress is not None:
+                progress(done, total)
+            yield measured
+    elif parallel > 1 and len(chunks) > 1:
+        yield from _in_threads(chunks, total, progress, standing_queue, series, parallel)
+    else:
         for chunk, before in chunks:
             yield measure(chunk, standing_queue, series, within(chunk, before, total, progress))
-        return
-    done = total - sum(len(chunk.members) for chunk, _ in chunks)
-    tasks = [(chunk, standing_queue, series) for chunk, _ in chunks]
-    for measured in run_remote(client, _on_worker, tasks):
-        done += len(measured.indices)
-        if progress is not None:
-            progress(done, total)
-        yield measured
+
+
+class _Stopped(Exception):
+    """Raised in a chunk's thread at its next segment once the sweep has stopped."""
+
+
+def _in_threads(chunks: list[tuple[Chunk, int]], total: int, progress: Progress | None,
+                standing_queue: float, series: bool, parallel: int) -> Iterator[Measured]:
+    """The chunks measured `parallel` at once on threads of this process, each as it finishes.
+
+    A compiled step loop holds no Python lock while it runs, so chunks on separate CPUs run
+    side by side; each gives the same numbers as alone (its step is its own members'). If the
+    sweep stops (an interrupt, an error, its caller gone), the running chunks end at their next
+    segment and no other starts."""
+    stopping = threading.Event()
+    lock = threading.Lock()
+    before = total - sum(len(chunk.members) for chunk, _ in chunks)
+    share = [0.0] * len(chunks)  # points of each chunk done so far
+
+    def report(k: int, chunk: Chunk) -> Callable[[int, int], None]:
+        def update(records: int, steps: int) -> None:
+            if stopping.is_set():
+                raise _Stopped
+            with lock:
+                share[k] = len(chunk.members) * records / steps
+                if progress is not None:
+                    progress(before + sum(share), total)
+        return update
+
+    # xarray imports dask when a Dataset is first written (for its lock) and then asks it of
+    # every new Dataset: imported by one thread while another asks, a package can be seen
+    # half-initialised ("module 'dask' has no attribute 'utils'"), so import it first
+    import dask.base  # noqa: F401
+    import distributed  # noqa: F401
+
+    pool = ThreadPoolExecutor(parallel, thread_name_prefix="pathflow-chunk")
+    futures = [pool.submit(measure, chunk, standing_queue, series, report(k, chunk))
+               for k, (chunk, _) in enumerate(chunks)]
+    given: set[Future[Measured]] = set()
+    try:
+        for future in as_completed(futures):
+            given.add(future)
+            yield future.result()
+    except GeneratorExit:  # the caller is gone: nothing to give it
+        raise
+    except BaseException:  # an interrupt or a chunk's error: first the chunks that finished
+        stopping.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for future in futures:
+            if future not in given and not future.cancelled() and future.exception() is None:
+                yield future.result()
+        raise
+    finally:
+        stopping.set()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def sweep_dimensions(keys: Mapping[str, str | Sequence[Any]], seeds: int | None = None,

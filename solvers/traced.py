@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import os
 import pickle
+import threading
 from collections.abc import Callable, Hashable
 from functools import lru_cache
 from pathlib import Path
@@ -124,8 +125,9 @@ def _export(function: Callable, tree: Any, leaves: list[Any]) -> tuple[Any, Any]
 
 
 def _store(path: Path, exported: Any, out_tree: Any) -> None:
-    """Written whole or not at all (another process may be writing the same program)."""
-    partial = path.with_suffix(f".{os.getpid()}.part")
+    """Written whole or not at all (another process, or thread, may be writing the same
+    program)."""
+    partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial.write_bytes(pickle.dumps((bytes(exported.serialize()), out_tree)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +64,20 @@ def mesh(folder: Path, subflows: int, mode: str, **extra: Any) -> Scenario:
 
 
 def interrupt_second_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sweep's second chunk raises KeyboardInterrupt (Ctrl-C) instead of running."""
+    """The sweep's second chunk raises KeyboardInterrupt (Ctrl-C) instead of running, once the
+    first has run (at once where chunks run one after another; where they run side by side,
+    `pathflow sweep` on several CPUs, it waits for the first)."""
     real = batch.solve_together
-    calls = []
+    calls = itertools.count()
+    first_ran = threading.Event()
 
     def interrupt_second(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        if len(calls) == 2:
+        if next(calls) == 1:
+            first_ran.wait(timeout=600)
             raise KeyboardInterrupt
-        return real(*args, **kwargs)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            first_ran.set()
 
     monkeypatch.setattr(batch, "solve_together", interrupt_second)

@@ -17,9 +17,9 @@ RUNS: dict[str, tuple[tuple[str, ...], tuple[str, ...], list[str]]] = {
                               "run / analyze", "rest state", "margins"), ["k4"]),
     "bench_dcqcn_sweep.py": ((), ("4 points, cold", "target <= 60 s", "ratio pkt/fluid"),
                              ["sweep", "dcqcn N=80", "dcqcn+ N=80"]),
-    "bench_grid.py": ((), ("s per point", "grid point vs flow-count point", "--workers 2 vs "
-                                                                              "in-process"),
-                      ["flows", "grid", "workers"]),
+    "bench_grid.py": ((), ("s per point", "grid point vs flow-count point",
+                           "in-process on every CPU vs one", "--workers 2 vs in-process"),
+                      ["flows", "grid", "one CPU", "workers"]),
     "bench_engine.py": (("--no-ns3",),
                         ("DCTCP star", "fat-tree k=8 ecmp", "fat-tree k=8 spray", "XLA compile",
                          "run, compiled (best)", "steps per second", "simulated per wall second"),

@@ -141,6 +141,15 @@ def test_a_grid_is_one_program_and_smaller_batches_take_less_memory() -> None:
     assert len(list(chunks(points, 1.0))) == 8 and alone.programs == 1  # one batch shape
     assert alone.record_bytes < whole.record_bytes / 4  # a chunk of one point, not of 8
     assert cost.estimate_sweep(points, series=False).memory < whole.memory
+    # the same 8 chunks two at a time: each CPU takes the next as it is free, so the wall time
+    # is at least half the work and the longest chunk (the first, which compiles) and at most
+    # their sum (Graham's bound), and two chunks are in memory at once
+    paired = cost.estimate_sweep(points, chunk_bytes=1.0, parallel=2)
+    longest = cost.COMPILE_SECONDS + (alone.seconds - cost.COMPILE_SECONDS) / 8
+    assert max(alone.seconds / 2, longest) <= paired.seconds < alone.seconds
+    assert paired.seconds <= alone.seconds / 2 + longest
+    assert paired.record_bytes == pytest.approx(2 * alone.record_bytes)
+    assert paired.history_bytes == pytest.approx(2 * alone.history_bytes)
 
 
 def test_memory_refusal_names_what_would_fit() -> None:

@@ -53,6 +53,34 @@ def test_batched_points_equal_single_runs() -> None:
     assert float(swept.queue_max.sel(flows=7)) / PACKET == pytest.approx(30 + 7, rel=0.1)
 
 
+def test_chunks_side_by_side_give_the_one_at_a_time_result() -> None:
+    """Two controls over two size buckets (four chunks) run two at a time on threads: every
+    value is the one-at-a-time sweep's, bit for bit, progress rises to the whole, and every
+    chunk's points reach `on_chunk`."""
+    counts, controls = [2, 9], {"transport.cc": ["dctcp", "reno"]}
+    alone = sweep(small(), counts, set=controls)
+    seen: list[float] = []
+    saved: list[int] = []
+    side_by_side = sweep(small(), counts, set=controls, parallel=2,
+                         progress=lambda done, total: seen.append(done / total),
+                         on_chunk=lambda ds: saved.append(int(ds.jain.notnull().sum())))
+    xr.testing.assert_identical(alone, side_by_side)
+    assert seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
+    assert saved == [1, 2, 3, 4]
+
+
+def test_an_error_in_a_chunk_on_a_thread_keeps_the_finished_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks side by side: the second raises once the first has run; the first's points
+    still reach `on_chunk`, the error reaches the caller, and no other chunk starts."""
+    interrupt_second_chunk(monkeypatch)
+    saved: list[list[bool]] = []
+    with pytest.raises(KeyboardInterrupt):
+        sweep(small(), [2, 9], set={"transport.cc": ["dctcp", "reno"]}, parallel=2,
+              on_chunk=lambda ds: saved.append(ds.jain.notnull().values.ravel().tolist()))
+    assert saved == [[True, False, False, False]]
+
+
 def test_a_lossless_sweep_keeps_each_points_pauses() -> None:
     """Reno senders on drop-tail into one port with PFC: each point's pause time
     is its single run's (the merged run splits pauses per link, as queues)."""

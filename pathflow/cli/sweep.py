@@ -19,7 +19,6 @@ from rich.table import Table
 from pathflow.cli.console import (
     Device,
     Precision,
-    Threads,
     accelerate,
     check_figure,
     check_writable,
@@ -27,6 +26,7 @@ from pathflow.cli.console import (
     errors,
     fail,
     setup_jax,
+    usable_cpus,
     user_errors,
 )
 from pathflow.cli.progress import MaxMemory, Yes, before_running, preparing, progress
@@ -197,7 +197,10 @@ def sweep(
                           "table and the figure.")] = False,
     yes: Yes = False,
     max_memory: MaxMemory = None,
-    threads: Threads = 1,
+    threads: Annotated[int, typer.Option(
+        "--threads", min=0, help="CPUs the sweep runs on (0: all): its chunks (one per "
+                                 "congestion control, at least) run side by side, one per CPU; "
+                                 "the results are those of one at a time.")] = 0,
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="Run the batches on a local dask cluster of N worker processes "
                                  "(one thread each); the result is the in-process one.")
@@ -244,18 +247,20 @@ def sweep(
                     preparing(f"preparing {len(counts)}{compared} points of {scenario.name}",
                               quiet) as done, \
                     progress(what, quiet) as update:
+                parallel = usable_cpus() if client is None else 1  # chunks side by side here
+
                 def before_run(points: list[Compiled]) -> None:
                     from pathflow.cost import estimate_sweep
 
                     done()
-                    before_running(estimate_sweep(points, series, batch_bytes),
+                    before_running(estimate_sweep(points, series, batch_bytes, parallel),
                                    scenario.name, quiet, yes, max_memory)
 
                 result = sweep(scenario, counts, set=keys, seeds=seeds, zipped=zipped,
                                progress=update, on_chunk=saved.save, before_run=before_run,
                                resume=earlier, standing_queue=standing,
                                series=series, client=client,
-                               chunk_bytes=batch_bytes)
+                               chunk_bytes=batch_bytes, parallel=parallel)
             if analyze:
                 from pathflow.sweeps import with_predictions
 
