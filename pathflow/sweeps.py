@@ -48,9 +48,9 @@ from pathflow.batch import (
     CHUNK_BYTES,
     Chunk,
     Progress,
+    chunk_results,
     compile_together,
     pending,
-    run_chunk,
     within,
 )
 from pathflow.cluster import run_remote
@@ -234,16 +234,20 @@ class Measured:
 
 def measure(chunk: Chunk, standing_queue: float, series: bool,
             progress: Callable[[int, int], None] | None = None) -> Measured:
-    """Run one chunk (`batch.run_chunk`) and keep what a sweep keeps of its points."""
-    results = run_chunk(chunk, progress)
-    first = results[0][1]
-    frame = xr.Dataset(coords={name: first[name].variable for name in ("link", "link_tier",
-                                                                      "time")},
-                       attrs={key: first.attrs[key] for key in ("engine", "pathflow_version",
-                                                                "dt", "sample_interval",
-                                                                "packet_bytes")})
-    return Measured(list(chunk.indices), [summarize_point(ds, standing_queue) for _, ds in results],
-                    [_series(ds) if series else None for _, ds in results], frame)
+    """Run one chunk (`batch.chunk_results`) and keep what a sweep keeps of its points, one
+    point's Dataset at a time."""
+    summaries, kept, frame = [], [], None
+    for _, ds in chunk_results(chunk, progress):
+        if frame is None:
+            frame = xr.Dataset(coords={name: ds[name].variable
+                                       for name in ("link", "link_tier", "time")},
+                               attrs={key: ds.attrs[key] for key in (
+                                   "engine", "pathflow_version", "dt", "sample_interval",
+                                   "packet_bytes")})
+        summaries.append(summarize_point(ds, standing_queue))
+        kept.append(_series(ds) if series else None)
+    assert frame is not None  # a chunk has a point at least
+    return Measured(list(chunk.indices), summaries, kept, frame)
 
 
 def _on_worker(chunk: Chunk, standing_queue: float, series: bool) -> Measured:

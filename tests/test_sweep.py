@@ -6,7 +6,9 @@ import math
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from typer.testing import CliRunner
 
 import pathflow
 from helpers import PACKET, interrupt_second_chunk, star
+from pathflow import batch
 from pathflow.cli import app
 from pathflow.cli.console import console
 from pathflow.metrics import below_since, default_warmup, queue_stats, round_summary
@@ -67,6 +70,31 @@ def test_chunks_side_by_side_give_the_one_at_a_time_result() -> None:
     xr.testing.assert_identical(alone, side_by_side)
     assert seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
     assert saved == [1, 2, 3, 4]
+
+
+def test_a_chunk_lets_each_points_dataset_go_once_summarised(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A point's Dataset holds its flows' series (a gigabyte over the default sweep's chunk):
+    the sweep summarises each as it is made, so at most the one being summarised and the next
+    exist at once, however many points the chunk has."""
+    alive: set[int] = set()
+    most = 0
+    real = batch.labelled_result
+
+    def counted(*args: Any) -> xr.Dataset:
+        nonlocal most
+        ds = real(*args)
+        alive.add(id(ds))
+        weakref.finalize(ds, alive.discard, id(ds))
+        most = max(most, len(alive))
+        return ds
+
+    monkeypatch.setattr(batch, "labelled_result", counted)
+    counts = [5, 6, 7, 8]  # one size bucket: one chunk of four points
+    assert len(list(batch.chunks(batch.compile_together(
+        [small().with_updates({"traffic.flows": n}) for n in counts])))) == 1
+    swept = sweep(small(), counts)
+    assert swept.jain.notnull().all() and most <= 2
 
 
 def test_an_error_in_a_chunk_on_a_thread_keeps_the_finished_ones(
