@@ -182,10 +182,9 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
     cluster, taking them as they finish; the result is the in-process one. `chunk_bytes` sizes
     the batches (`batch.chunks`: their records and feedback history; memory at the peak is
     about three times it, per chunk running). `parallel` runs that many chunks at once in this
-    process, on threads (a sweep has a chunk per physics at least, so the default sweep's two
-    controls run side by side on two CPUs); results are those of one at a time, bit for bit.
-    Give JAX one thread per computation for it (`use_one_thread_each`; the command line does),
-    or its computations contend for the same CPUs.
+    process, on threads: set it to the CPUs there are, as the command line does (a sweep has a
+    chunk per physics and size bucket at least, so the default sweep's two controls run side by
+    side on two CPUs); results are those of one at a time, bit for bit.
     `with_predictions` adds each point's prediction from the model alone (`pathflow sweep
     --analyze`)."""
     counts = parse_flow_range(flows) if isinstance(flows, str) else [int(n) for n in flows]
@@ -321,9 +320,7 @@ def _in_threads(chunks: list[tuple[Chunk, int]], total: int, progress: Progress 
         for future in as_completed(futures):
             given.add(future)
             yield future.result()
-    except GeneratorExit:  # the caller is gone: nothing to give it
-        raise
-    except BaseException:  # an interrupt or a chunk's error: first the chunks that finished
+    except (Exception, KeyboardInterrupt):  # first give the chunks that finished
         stopping.set()
         pool.shutdown(wait=True, cancel_futures=True)
         for future in futures:

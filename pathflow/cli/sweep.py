@@ -198,9 +198,10 @@ def sweep(
     yes: Yes = False,
     max_memory: MaxMemory = None,
     threads: Annotated[int, typer.Option(
-        "--threads", min=0, help="CPUs the sweep runs on (0: all): its chunks (one per "
-                                 "congestion control, at least) run side by side, one per CPU; "
-                                 "the results are those of one at a time.")] = 0,
+        "--threads", min=0, help="CPUs the sweep runs on (0: all): its batches (one per "
+                                 "congestion control and size bucket, at least) run side by "
+                                 "side, one per CPU; the results are those of one at a time.")
+                     ] = 0,
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="Run the batches on a local dask cluster of N worker processes "
                                  "(one thread each); the result is the in-process one.")
