@@ -159,7 +159,7 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
           seeds: int | None = None, zipped: bool = False,
           progress: Progress | None = None,
           on_chunk: Callable[[xr.Dataset], None] | None = None,
-          before_run: Callable[[list[Compiled]], None] | None = None,
+          before_run: Callable[[list[Compiled]], int | None] | None = None,
           resume: xr.Dataset | None = None,
           standing_queue: float = STANDING_QUEUE, series: bool = False,
           client: Any | None = None, chunk_bytes: float = CHUNK_BYTES,
@@ -172,7 +172,8 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
 
     `on_chunk` receives the partial result after each chunk (to save it), `progress(done,
     total)` counts points (fractions within a chunk). `before_run` sees the compiled points
-    before any runs (to state the cost, or refuse by raising). `resume` is a partial result of
+    before any runs (to state the cost, or refuse by raising); it may return how many chunks to
+    run at once, if fewer than `parallel` (what memory allows). `resume` is a partial result of
     the same sweep (as `on_chunk` saw it): its chunks are not run again, and the result is the
     one an uninterrupted sweep gives. `standing_queue` (bytes) is the threshold of
     `summarize_point`'s seed 001 criterion. `series` keeps each point's per-link queue and
@@ -203,7 +204,7 @@ def sweep(scenario: Scenario, flows: str | Sequence[int], *,
     skip = {i for i, point in enumerate(points) if point in finished}
     todo = [c for i, c in enumerate(compiled) if i not in skip]
     if before_run is not None and todo:
-        before_run(todo)
+        parallel = min(parallel, before_run(todo) or parallel)
     coords = {**coordinates(scenario, dims), **links}
     frame: xr.Dataset | None = None
     for done in _run(compiled, pending(compiled, skip, chunk_bytes), progress, standing_queue,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import pathflow
 from helpers import TINY_TOML, star
 from pathflow import cost
-from pathflow.batch import chunks, compile_together
+from pathflow.batch import CHUNK_BYTES, chunks, compile_together
 from pathflow.cli import app
 from pathflow.compile import compile_scenario
 from pathflow.scenario import ScenarioError
@@ -201,6 +201,20 @@ def test_cli_sweep_refuses_before_running_any_point(tmp_path: Path) -> None:
     shown = lines(result.output)
     assert len(shown) == 1 and "needs ~" in shown[0] and "--max-memory" in shown[0]
     assert not out.exists() and time.perf_counter() - started < 20
+
+
+def test_cli_sweep_runs_side_by_side_only_what_fits_in_memory() -> None:
+    """Two chunks on two CPUs need the memory of both: under a limit that holds one but not
+    two, the sweep runs them one at a time (its cost line then says so) rather than refusing."""
+    from pathflow.cli.sweep import _side_by_side
+
+    points = compile_together([small().with_updates({"traffic.flows": n}) for n in (2, 9)])
+    one, two = (cost.estimate_sweep(points, False, parallel=n) for n in (1, 2))
+    assert len(list(chunks(points))) == 2 and two.memory > one.memory
+    between = f"{(one.memory + two.memory) / 2 / 1e6:.3f}MB"
+    assert _side_by_side(points, False, CHUNK_BYTES, 2, between) == (one, 1)
+    assert _side_by_side(points, False, CHUNK_BYTES, 2, f"{two.memory / 1e6 + 1:.3f}MB") == (two, 2)
+    assert _side_by_side(points, False, CHUNK_BYTES, 1, "1000GB") == (one, 1)
 
 
 def test_above_an_hour_without_a_terminal_needs_yes(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def test_a_killed_zarr_sweep_read_while_running_resumes_to_the_whole(tmp_path: P
     command = [sys.executable, "-m", "pathflow", "sweep", str(scenario), "--flows", "2:16:2",
                "--set", "aqm.threshold=20pkt,40pkt", "-q"]
     child = subprocess.Popen([*command, "-o", str(killed)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
+                             stderr=subprocess.DEVNULL)
     deadline, seen = time.monotonic() + 300, 0
     while child.poll() is None and time.monotonic() < deadline and seen < 2:
         if killed.exists():

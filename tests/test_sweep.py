@@ -162,7 +162,7 @@ def test_a_killed_sweep_resumes_to_the_uninterrupted_result(tmp_path: Path) -> N
     command = [sys.executable, "-m", "pathflow", "sweep", str(scenario), "--flows", "2:16:2",
                "-q"]
     child = subprocess.Popen([*command, "-o", str(killed)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
+                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not killed.exists() and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)

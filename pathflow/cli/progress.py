@@ -41,17 +41,23 @@ def _interactive() -> bool:
     return sys.stdin.isatty()
 
 
+def memory_limit(max_memory: str | None) -> float:
+    """The bytes a run may take (`--max-memory`, else what is available)."""
+    from pathflow.cost import available_memory
+
+    if max_memory is None:
+        return available_memory()
+    return parse_size(max_memory, 1.0, "--max-memory")
+
+
 def before_running(cost: Cost, what: str, quiet: bool, yes: bool, max_memory: str | None
                    ) -> None:
     """Refuse what cannot fit in memory, state the cost, and ask before what is estimated above
     an hour (refuse it without a terminal unless --yes)."""
-    from pathflow.cost import CONFIRM_SECONDS, available_memory, check_memory, describe
+    from pathflow.cost import CONFIRM_SECONDS, check_memory, describe
 
-    if max_memory is not None:
-        limit = parse_size(max_memory, 1.0, "--max-memory")
-        check_memory(cost, limit, what, "the limit (--max-memory)")
-    else:
-        check_memory(cost, available_memory(), what, "available (--max-memory to change)")
+    check_memory(cost, memory_limit(max_memory), what, "available (--max-memory to change)"
+                 if max_memory is None else "the limit (--max-memory)")
     line = f"{what}: {describe(cost)}"
     long = cost.seconds > CONFIRM_SECONDS
     if long and not yes and not _interactive():

@@ -29,7 +29,14 @@ from pathflow.cli.console import (
     usable_cpus,
     user_errors,
 )
-from pathflow.cli.progress import MaxMemory, Yes, before_running, preparing, progress
+from pathflow.cli.progress import (
+    MaxMemory,
+    Yes,
+    before_running,
+    memory_limit,
+    preparing,
+    progress,
+)
 from pathflow.scenario import Scenario, load_scenario
 from pathflow.units import format_bytes, format_rate, format_time, parse_size
 
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
 
     from pathflow.axes import Dimension
     from pathflow.compile import Compiled
+    from pathflow.cost import Cost
 
 DEFAULT_CONTROLS = "dcqcn,dcqcn+"  # compared by the built-in sweep
 # The built-in sweep draws each flow's cuts at moments of its own (`models/dcqcn.py`): the
@@ -200,7 +208,8 @@ def sweep(
     threads: Annotated[int, typer.Option(
         "--threads", min=0, help="CPUs the sweep runs on (0: all): its batches (one per "
                                  "congestion control and size bucket, at least) run side by "
-                                 "side, one per CPU; the results are those of one at a time.")
+                                 "side, one per CPU, as many as fit in memory; the results are "
+                                 "those of one at a time.")
                      ] = 0,
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="Run the batches on a local dask cluster of N worker processes "
@@ -250,12 +259,12 @@ def sweep(
                     progress(what, quiet) as update:
                 parallel = usable_cpus() if client is None else 1  # chunks side by side here
 
-                def before_run(points: list[Compiled]) -> None:
-                    from pathflow.cost import estimate_sweep
-
+                def before_run(points: list[Compiled]) -> int:
                     done()
-                    before_running(estimate_sweep(points, series, batch_bytes, parallel),
-                                   scenario.name, quiet, yes, max_memory)
+                    cost, fitting = _side_by_side(points, series, batch_bytes, parallel,
+                                                  max_memory)
+                    before_running(cost, scenario.name, quiet, yes, max_memory)
+                    return fitting
 
                 result = sweep(scenario, counts, set=keys, seeds=seeds, zipped=zipped,
                                progress=update, on_chunk=saved.save, before_run=before_run,
@@ -289,6 +298,22 @@ def sweep(
             console.print(f"no prediction for {result.attrs['prediction_notes']}")
         figures = _plot(result, dims, plot)
         console.print(f"wrote {output} and {' and '.join(map(str, figures))}")
+
+
+def _side_by_side(points: list[Compiled], series: bool, batch_bytes: float, cpus: int,
+                  max_memory: str | None) -> tuple[Cost, int]:
+    """The sweep's cost with as many batches side by side as there are CPUs and as fit in
+    memory (`--max-memory`, else what is available), one at least, and that number; a sweep
+    that does not fit one at a time is refused by `before_running`."""
+    from pathflow.cost import estimate_sweep
+
+    limit = memory_limit(max_memory)
+    count = max(1, cpus)
+    cost = estimate_sweep(points, series, batch_bytes, count)
+    while count > 1 and cost.memory > limit:
+        count -= 1
+        cost = estimate_sweep(points, series, batch_bytes, count)
+    return cost, count
 
 
 def _batch_bytes(max_memory: str | None) -> float:
