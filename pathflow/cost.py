@@ -76,6 +76,7 @@ __all__ = [
     "estimate",
     "estimate_sweep",
     "step_seconds",
+    "usable_cpus",
 ]
 
 CONFIRM_SECONDS = 3600.0  # above this, the command line asks before it starts
@@ -244,6 +245,13 @@ def describe(cost: Cost) -> str:
         records += f" each, {cost.programs} program{'s' * (cost.programs > 1)} to compile"
     time = f"at most ~{duration(cost.seconds)}" if cost.adaptive else f"~{duration(cost.seconds)}"
     return f"{steps}, {records}, ~{format_bytes(cost.memory)}, {time} estimated"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, where the system has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def available_memory() -> float:

@@ -265,8 +265,8 @@ def _run(compiled: list[Compiled], todo: Iterable[tuple[Chunk, int]],
     `progress(done, total)` counts points."""
     total = len(compiled)
     chunks = list(todo)
+    done = total - sum(len(chunk.members) for chunk, _ in chunks)  # in an earlier sweep
     if client is not None:
-        done = total - sum(len(chunk.members) for chunk, _ in chunks)
         tasks = [(chunk, standing_queue, series) for chunk, _ in chunks]
         for measured in run_remote(client, _on_worker, tasks):
             done += len(measured.indices)
@@ -274,7 +274,7 @@ def _run(compiled: list[Compiled], todo: Iterable[tuple[Chunk, int]],
                 progress(done, total)
             yield measured
     elif parallel > 1 and len(chunks) > 1:
-        yield from _in_threads(chunks, total, progress, standing_queue, series, parallel)
+        yield from _in_threads(chunks, done, total, progress, standing_queue, series, parallel)
     else:
         for chunk, before in chunks:
             yield measure(chunk, standing_queue, series, within(chunk, before, total, progress))
@@ -284,9 +284,11 @@ class _Stopped(Exception):
     """Raised in a chunk's thread at its next segment once the sweep has stopped."""
 
 
-def _in_threads(chunks: list[tuple[Chunk, int]], total: int, progress: Progress | None,
-                standing_queue: float, series: bool, parallel: int) -> Iterator[Measured]:
-    """The chunks measured `parallel` at once on threads of this process, each as it finishes.
+def _in_threads(chunks: list[tuple[Chunk, int]], before: int, total: int,
+                progress: Progress | None, standing_queue: float, series: bool, parallel: int
+                ) -> Iterator[Measured]:
+    """The chunks measured `parallel` at once on threads of this process, each as it finishes
+    (`before` points of `total` were done in an earlier sweep).
 
     A compiled step loop holds no Python lock while it runs, so chunks on separate CPUs run
     side by side; each gives the same numbers as alone (its step is its own members'). If the
@@ -294,7 +296,6 @@ def _in_threads(chunks: list[tuple[Chunk, int]], total: int, progress: Progress 
     segment and no other starts."""
     stopping = threading.Event()
     lock = threading.Lock()
-    before = total - sum(len(chunk.members) for chunk, _ in chunks)
     share = [0.0] * len(chunks)  # points of each chunk done so far
 
     def report(k: int, chunk: Chunk) -> Callable[[int, int], None]:

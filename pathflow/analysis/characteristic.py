@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -54,7 +53,6 @@ DENSE = 2000  # the largest discretised generator whose eigenvalues are all comp
 PADE_ORDER = 4  # of the delay-free approximation that seeds Newton on larger systems
 GAIN_RANGE = 1e3  # gain margins above it are reported as inf
 _Measure = Callable[[Any], Any]  # of a complex number, or elementwise of an array of them
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class Linearization(NamedTuple):
@@ -410,8 +408,11 @@ def _loop_eigenvalues(modal: _Modal) -> Callable[[np.ndarray], np.ndarray]:
                                    for first in range(0, omegas.size, 64)])
         # LAPACK's eigensolver gains little from BLAS threads at this size: a share of the
         # points per core, each on one BLAS thread, is about twice as fast on two cores
-        shares = [share for share in np.array_split(omegas, _CORES) if share.size]
-        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(_CORES) as pool:
+        from pathflow.cost import usable_cpus
+
+        cores = usable_cpus()
+        shares = [share for share in np.array_split(omegas, cores) if share.size]
+        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(cores) as pool:
             return np.concatenate(list(pool.map(values_at, shares)))
 
     return eigenvalues

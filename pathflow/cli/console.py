@@ -104,13 +104,6 @@ def setup_jax(threads: int) -> None:
     compilation_cache.enable()
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (`setup_jax` keeps as many as it is given)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 DEVICES = {"cpu": "cpu", "gpu": "cuda"}  # --device -> JAX's platform name
 PRECISIONS = typing.get_args(Run.model_fields["precision"].annotation)  # run.precision's
 

@@ -26,7 +26,6 @@ from pathflow.cli.console import (
     errors,
     fail,
     setup_jax,
-    usable_cpus,
     user_errors,
 )
 from pathflow.cli.progress import (
@@ -257,6 +256,8 @@ def sweep(
                     preparing(f"preparing {len(counts)}{compared} points of {scenario.name}",
                               quiet) as done, \
                     progress(what, quiet) as update:
+                from pathflow.cost import usable_cpus
+
                 parallel = usable_cpus() if client is None else 1  # chunks side by side here
 
                 def before_run(points: list[Compiled]) -> int:
