@@ -12,7 +12,7 @@ LIA, OLIA, BALIA, uncoupled subflows): a subflow's growth reads its siblings' wi
 formula gives its window from its own signals; the subflows' windows (and OLIA's count of
 packets between losses, and how much each NIC lets windows grow) join the links' positions
 as unknowns, with the model's own derivative at rest (`analysis.subflow_rest`, which also
-says how OLIA's sliding modes are found).
+says how OLIA's sliding modes are found, and why a connection's twin subflows are evened).
 
 A marking link (RED, models/aqm.py, whose average equals the queue at rest; DCQCN's marking)
 marks or drops with p_l = pmax (q_l - min) / (max - min) on its ramp. The ECN step at K marks
@@ -108,7 +108,8 @@ Mb/s, rounded; 3, 4 and 7 flows at 100 Gb/s: 1e-9, measured 2e-14), and 4 flows 
 Gb/s, where the simulation settles at the rest state (rates, queue and marking within 2 %;
 measured 1.3e-4). tests/test_equilibrium_mptcp.py: LIA's
 closed form on one RED link (1e-6), and the simulation's steady state on two paths (LIA, OLIA,
-BALIA, uncoupled) and a k = 4 fat-tree with two subflows per connection (LIA, uncoupled) within 2 %.
+BALIA, uncoupled) and a k = 4 fat-tree with two subflows per connection (LIA, BALIA, uncoupled)
+within 2 %.
 tests/test_stability.py: the k = 8 fat-tree's rest state with ACKs (Reno, hash seed 1) found,
 and nearer the simulated mean rates than the one without their load (the simulation cycles).
 """
@@ -306,6 +307,22 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
                 break
         return best
 
+    def evened(x: np.ndarray, marking: np.ndarray) -> np.ndarray:
+        """The rest at `x` with the windows of each connection's twins (subflows that see the
+        same signals and round trip) made equal, where that is a rest too
+        (`analysis.subflow_rest`)."""
+        assert coupled is not None
+        loaded = int(marking.sum())
+        _, _, rtt, window, _, mark, loss, _ = state(x, marking)
+        twins = _twins(np.asarray(problem.subflow_flow), mark, loss, rtt)
+        even = (np.bincount(twins, window) / np.bincount(twins))[twins]
+        if np.allclose(even, window, rtol=1e-6):
+            return x
+        y = x.copy()
+        y[loaded:loaded + coupled.size] = np.log(even)
+        y = solve(marking, [y])
+        return y if left(y, marking, network) <= max(left(x, marking, network), 1e-8) else x
+
     def slack(x: np.ndarray, marking: np.ndarray, net: Network) -> np.ndarray:
         """Per marking link its spare capacity over its capacity at positions x."""
         return spare(x, marking, net)[0]
@@ -369,6 +386,7 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
                    & ((upstream < 0) | acked))
         x = solve(marking, [np.concatenate([np.full(marking.sum(), 0.5), coupled.start(window)])
                             for window in (10.0, 40.0)])
+        x = evened(x, marking)
     else:
         # single paths: first without ACKs (a few per cent of the load: far fewer links can
         # fill, and the solve is quick), then with them from there (`_with_acks`)
@@ -428,6 +446,19 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
         window = np.where(mark + loss > 0, window, np.inf)
     return RestState(compiled, network, queue, p_link, rate, window, rtt,
                      left(x, marking, network))
+
+
+def _twins(flow: np.ndarray, *signals: np.ndarray) -> np.ndarray:
+    """A label per subflow, shared by the subflows of one connection whose `signals` agree
+    to a relative 1e-7."""
+    order = np.lexsort((*signals[::-1], flow))
+    apart = flow[order][1:] != flow[order][:-1]
+    for signal in signals:
+        a, b = signal[order][1:], signal[order][:-1]
+        apart |= ~np.isclose(a, b, rtol=1e-7, atol=0.0)
+    label = np.empty(flow.size, int)
+    label[order] = np.concatenate([[0], np.cumsum(apart)])
+    return label
 
 
 def _with_acks(x: np.ndarray, marking: np.ndarray, able: np.ndarray,

@@ -38,11 +38,14 @@ Scope and limitations
 ---------------------
 The mean-field form (`reaction = "mean"`, the MPTCP models' default); the per-window form rests
 in a sawtooth. A rest state need not be unique: BALIA's decrease capped at alpha = 1.5 gives two
-subflows on paths with equal signals and round trips a second rest at a 1.653 : 1 split
-((1 + a)(4 + a) = 15) beside the equal one, and which one the solver finds depends on its
-start (on the k = 4 fat-tree of the tests it found the uneven one, the simulation, started
-even, stays even; connection rates and queues agree within 0.05 % either way). The solver
-starts from windows of 10 packets and, where that does not converge, of 40. OLIA on the k = 4
+subflows on paths with equal signals and round trips (twins) a second rest at a 1.653 : 1
+split ((1 + a)(4 + a) = 15) beside the equal one, and which one the least squares finds
+depends on its way there (on the k = 4 fat-tree of the tests it found the uneven one).
+The simulation starts every subflow at the same window, and twins that share their signals
+stay equal, so `analysis.equilibrium` then evens each connection's twins and solves again,
+keeping the even rest where it is one (there the subflows' rates moved by 33 % to the
+simulation's; connection rates and queues agree within 0.05 % either way). The solver starts
+from windows of 10 packets and, where that does not converge, of 40. OLIA on the k = 4
 fat-tree with two subflows per connection is found to a residual of 1.5e-5 (the sets' widths
 below 1e-4 make no further progress), and the simulation approaches it slowly: its
 connections' rates 1.6 % away after 4 to 8 s, 0.7 % after 8 to 12 s, 0.2 % after 12 to 16
@@ -54,9 +57,9 @@ nor, unsignalled, shrink): a family of rest states of which this finds one.
 Validated by tests/test_equilibrium_mptcp.py: the closed form of LIA on one RED link
 (`analysis.closed_forms.lia_red`, 1e-6), the fluid simulation's steady state on a two-path
 network (LIA, OLIA, BALIA, uncoupled: connection and subflow rates and queues within 2 %,
-measured 1e-4 and below) and on a k = 4 fat-tree with two subflows per connection (LIA and
-uncoupled: connections, subflows and queues; BALIA and OLIA: connections and queues, for the
-reasons above).
+measured 1e-4 and below) and on a k = 4 fat-tree with two subflows per connection (LIA, BALIA
+and uncoupled: connections, subflows and queues; OLIA: connections and queues, for the reason
+above).
 """
 
 from __future__ import annotations
