@@ -155,10 +155,14 @@ def refiled(step: int, slots: np.ndarray, due: np.ndarray, old: int, new: int
     # the step is at a record boundary: a whole number of records of `old` steps
     new_step = step // old * new
     reach = int(np.clip(int(due.max(initial=step)) - step + 1, 0, history))
-    ahead = np.arange(reach)
-    window = slots[(step + ahead) % history]  # (reach, F, 4): a copy of these rows only
-    # controller by controller, oldest first
-    cols, rows = np.nonzero((window[..., 0] == ((step + ahead) % _STAMP)[:, None]).T)
+    # which slots hold a pending signal, read through at most two slices of the ring (views:
+    # the rows ahead are often most of the ring, and a copy of them cost as much as the ring)
+    first = step % history
+    pending = np.concatenate([
+        slots[lo:hi, :, 0] == ((step + ahead + np.arange(hi - lo)) % _STAMP)[:, None]
+        for lo, hi, ahead in ((first, min(first + reach, history), 0),
+                              (0, max(0, first + reach - history), history - first))])
+    cols, rows = np.nonzero(pending.T)  # controller by controller, oldest first
     old_due = step + rows.astype(np.int64)
     # arrival at old_due * dt_old: step ceil(old_due * new / old) of the new grid, at most
     # history - 1 ahead (as dde._send_back files them)
@@ -168,7 +172,8 @@ def refiled(step: int, slots: np.ndarray, due: np.ndarray, old: int, new: int
     newest = np.ones(cols.shape, bool)
     newest[:-1] = (cols[1:] != cols[:-1]) | (new_due[1:] != new_due[:-1])
     rows, cols, new_due = rows[newest], cols[newest], new_due[newest]
-    entries = window[rows, cols]
+    flat = (first + rows) % history * slots.shape[1] + cols  # np.take along one axis: 5x faster
+    entries = np.take(slots.reshape(-1, slots.shape[-1]), flat, axis=0)
     entries[:, 0] = new_due % _STAMP
     new_guard = -(-due.astype(np.int64) * new // old)
     return new_step, new_due % history, cols, entries, new_guard.astype(due.dtype)
