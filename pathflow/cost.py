@@ -15,17 +15,26 @@ Memory (bytes, at the peak of the run, itemsize 8 in float64 and 4 in float32):
   solver keeps them three times at its peak: the segments as computed, their concatenation and
   the trimmed copy; the labelled Dataset then shares them.
 - the feedback ring buffer: history x F x 4 float32 (`solvers.dde.ring_bytes`), updated in place
-  (the carry is donated).
+  (the carry is donated). Where the step follows the dynamics, each change of step re-files the
+  signals in flight through the host (`solvers.stepping.refiled`): about 80 bytes per signal,
+  at most one signal per 16-byte slot, counted as one ring more (measured on the default
+  sweep's DCQCN batch: a million signals, 74 MB, beside its 92 MB ring).
+- the labelled Dataset, where it has more subflows than the solver has controllers (classes of
+  exchangeable flows, `[run] representatives`): each subflow's series of its own, records x
+  (subflows - F) x (7 + S) x 8 bytes (89 MB for the default sweep's 2,000 flows from 32
+  controllers). A sweep makes one point's Dataset at a time.
 - the problem's arrays, and per-step temporaries of XLA of about 32 arrays the size of the path
   hops, links and controllers (gathers, cumulative products, segment sums).
-- 150 MB for compiling and running the XLA program.
+- 250 MB for compiling and running the XLA program; a sweep running batches side by side holds a
+  program per batch.
 - `--check-dt` also runs at dt / 2: the first result is kept while the second (twice the history,
   twice the steps) runs.
 
-Measured (float64, a 2-core machine, one CPU as the command line uses, scenarios of 2 to 4,000
-flows): a 2-flow 2 ms run grew the process by 138 MB (estimate 156 MB); 1,000 flows with 2,667
-records grew it by 899 MB (estimate 850 MB); 4,000 flows with a 458 MB ring buffer by 768 MB
-(estimate 761 MB).
+Measured (float64, a 2-core machine, 2026-11-29, each run in a fresh process,
+`benchmarks/bench_memory.py`): the figures there, growth of the process against the estimate.
+Before that (2026-11, smaller programs: without timeouts and rate-based senders) a 2-flow 2 ms
+run grew the process by 138 MB, 1,000 flows with 2,667 records by 899 MB, 4,000 flows with a
+458 MB ring buffer by 768 MB.
 
 Wall time: the steps times the cost of one step, plus a fixed cost of compiling the program.
 Where the step follows the dynamics (`solvers.stepping`) the number of steps is only known as
@@ -93,7 +102,7 @@ _LINK_SERIES = 7  # recorded per link: queue, queue max, queue min, arrival, dep
 _CONTROLLER_SERIES = 7
 _RECORD_COPIES = 3  # the solver's segments, their concatenation and the trimmed copy
 _SCRATCH_ARRAYS = 32  # XLA's per-step temporaries, in arrays of the problem's sizes
-_RUNTIME_BYTES = 150e6  # compiling and running the XLA program
+_RUNTIME_BYTES = 250e6  # compiling and running one XLA program (`benchmarks/bench_memory.py`)
 # state variables of the window models (cwnd, slow start, cwr, credit, ssthresh, alpha)
 _DEFAULT_STATE = 6
 _MIN_RECORDS = 500  # fewer records than this say little; below it, the network is too large
@@ -110,7 +119,7 @@ class Cost:
     sample_interval: float  # s
     history: int  # steps of the feedback ring buffer
     record_bytes: float  # recorded values, with the solver's copies
-    history_bytes: float  # the feedback ring buffer
+    history_bytes: float  # the feedback ring buffer (twice, where the step follows the dynamics)
     other_bytes: float  # problem arrays, XLA temporaries, the runtime, kept results
     seconds: float
     points: int = 1  # runs in a sweep
@@ -158,15 +167,30 @@ def _per_record(links: int, controllers: int, state: int, itemsize: int) -> floa
     return (links * _LINK_SERIES + controllers * (_CONTROLLER_SERIES + state)) * itemsize
 
 
+def _expanded_bytes(compiled: Compiled, state: int) -> float:
+    """The labelled Dataset's series beyond the solver's: those of the subflows that the solver
+    ran as one controller (float64)."""
+    extra = len(compiled.controller_of) - _sizes(compiled)[3]
+    return compiled.grid.records * max(0, extra) * (_CONTROLLER_SERIES + state) * 8.0
+
+
+def _ring_peak(compiled: Compiled, controllers: int) -> float:
+    """The feedback ring, and where the step follows the dynamics as much again for the
+    signals in flight re-filed through the host at a change of step (module docstring)."""
+    ring = ring_bytes(compiled.grid.history, controllers)
+    return 2 * ring if compiled.stepping is not None else ring
+
+
 def estimate(compiled: Compiled, check_dt: bool = False) -> Cost:
     """The cost of running one compiled scenario (with `check_dt`, also at dt / 2)."""
     grid, itemsize = compiled.grid, _itemsize(compiled)
     path_hops, links, _, controllers = _sizes(compiled)
     state = _state_variables(compiled)
     recorded = grid.records * _per_record(links, controllers, state, itemsize)
-    ring = ring_bytes(grid.history, controllers)
+    ring = _ring_peak(compiled, controllers)
     scratch = _SCRATCH_ARRAYS * (path_hops + links + controllers) * itemsize
-    other = _problem_bytes(compiled) + scratch + _RUNTIME_BYTES
+    other = (_problem_bytes(compiled) + scratch + _RUNTIME_BYTES
+             + _expanded_bytes(compiled, state))
     seconds = COMPILE_SECONDS + grid.steps * step_seconds(path_hops, links, controllers)
     record_bytes = _RECORD_COPIES * recorded
     if check_dt:  # the finer run: same records, twice the history and the steps
@@ -187,8 +211,9 @@ def estimate_sweep(points: Sequence[Compiled], series: bool = True,
     `chunk_bytes`, `batch.CHUNK_BYTES` by default) whose points are merged into one problem
     (each chunk costs one run of the merged size), `parallel` chunks at once (the wall time is
     that of the busiest CPU, each taking the next chunk as it is free; the memory that of the
-    largest chunks together). `series`: each point's per-link queue and utilization are kept
-    (the sweep's `--keep series`; a run of hash seeds keeps them)."""
+    largest chunks together, each with its program, its re-filing and one point's Dataset).
+    `series`: each point's per-link queue and utilization are kept (the sweep's `--keep
+    series`; a run of hash seeds keeps them)."""
     from pathflow.batch import CHUNK_BYTES, chunks
 
     if not points:
@@ -207,10 +232,13 @@ def estimate_sweep(points: Sequence[Compiled], series: bool = True,
             seconds += COMPILE_SECONDS
         busy[busy.index(min(busy))] += seconds
         recorded = grid.records * _per_record(merged[0], merged[2], state, itemsize)
-        peaks.append((_RECORD_COPIES * recorded, ring_bytes(chunk.grid.history, merged[2])))
+        beside = _RUNTIME_BYTES + max(_expanded_bytes(c, state) for c in chunk.members)
+        peaks.append((_RECORD_COPIES * recorded, _ring_peak(chunk.members[0], merged[2]),
+                      beside))
     together = sorted(peaks, key=sum, reverse=True)[: len(busy)]
     kept = sum(2 * grid.records * _sizes(c)[1] * 2 * 8 for c in points) if series else 0
-    other = max(_problem_bytes(c) for c in points) * len(points) + kept + _RUNTIME_BYTES
+    other = (max(_problem_bytes(c) for c in points) * len(points) + kept
+             + sum(p[2] for p in together))
     return Cost(steps=grid.steps, records=grid.records, dt=first.dt,
                 sample_interval=first.sample_interval, history=first.grid.history,
                 record_bytes=sum(p[0] for p in together),

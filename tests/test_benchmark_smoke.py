@@ -24,6 +24,7 @@ RUNS: dict[str, tuple[tuple[str, ...], tuple[str, ...], list[str]]] = {
                         ("DCTCP star", "fat-tree k=8 ecmp", "fat-tree k=8 spray", "XLA compile",
                          "run, compiled (best)", "steps per second", "simulated per wall second"),
                         ["star", "ecmp", "spray"]),
+    "bench_memory.py": ((), ("estimate", "est/grown"), ["star"]),
     "bench_packet.py": (("--no-ns3",),
                         ("packet-hops per second", "first call (compile/load)", "run (best)",
                          "ns-3: skipped (--no-ns3)"),
