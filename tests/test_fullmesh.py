@@ -100,13 +100,16 @@ def test_bad_multihoming_is_one_line(topology: dict[str, Any], transport: dict[s
         Scenario.from_dict({"topology": topology, "transport": transport})
 
 
-def test_fullmesh_on_single_homed_hosts_exits_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["run"], ["sweep", "--flows", "2:4"], ["analyze"]])
+def test_fullmesh_on_single_homed_hosts_exits_2(tmp_path: Path, command: list[str]) -> None:
+    """Found only once the network and routes are built, and still named with its file."""
     path = tmp_path / "single.toml"
     path.write_text('[topology]\nkind = "fattree"\nk = 4\n[traffic]\npattern = "permutation"\n'
                     '[transport]\ncc = "lia"\npath_manager = "fullmesh"\n')
-    result = CliRunner().invoke(app, ["run", str(path)])
+    result = CliRunner().invoke(app, [*command, str(path), "-o", str(tmp_path / "out.nc")]
+                                if command[0] != "analyze" else [*command, str(path)])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "error: transport.path_manager: fullmesh needs multi-homed hosts "
+        "error: single.toml: transport.path_manager: fullmesh needs multi-homed hosts "
         "([topology] nics = 2, or graph hosts with several links); flow 0 runs h0_0_0 -> "
         "h1_0_1, one NIC each"]

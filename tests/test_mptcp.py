@@ -191,7 +191,8 @@ def test_the_command_line_names_a_broken_path_in_one_line(tmp_path: Path) -> Non
         '[[routing.paths]]\nflow = 0\nnodes = ["A", "a", "p1", "B"]\n')
     result = CliRunner().invoke(app, ["run", str(tmp_path / "bad.toml"), "-q"])
     assert result.exit_code == 2
-    assert result.output.strip() == "error: routing.paths[0].nodes: no link p1 -> B in the topology"
+    assert result.output.strip() == ("error: bad.toml: routing.paths[0].nodes: no link p1 -> B in "
+                                     "the topology")
 
 
 def test_an_engine_without_the_control_refuses_it_in_one_line(
@@ -212,5 +213,5 @@ def test_an_engine_without_the_control_refuses_it_in_one_line(
     result = CliRunner().invoke(app, ["run", str(tmp_path / "mp.toml"), "--engine", "packet",
                                       "-q"])
     assert result.exit_code == 2
-    assert result.output.strip() == ("error: transport.cc: 'olia' has no packet-level sender; "
-                                     "run it with the fluid engine")
+    assert result.output.strip() == ("error: mp.toml: transport.cc: 'olia' has no packet-level "
+                                     "sender; run it with the fluid engine")

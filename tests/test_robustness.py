@@ -37,8 +37,8 @@ def test_a_pattern_that_needs_two_hosts_on_a_one_host_topology(tmp_path: Path) -
         "topology": {"kind": "leafspine", "leaves": 1, "spines": 1, "hosts_per_leaf": 1},
         "traffic": {"pattern": "permutation"}})
     assert code == 2
-    assert output.strip() == ("error: traffic.pattern: permutation needs two hosts; this "
-                              "topology has one")
+    assert output.strip() == ("error: s.toml: traffic.pattern: permutation needs two hosts; "
+                              "this topology has one")
 
 
 def test_one_to_one_where_senders_are_receivers(tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_one_to_one_where_senders_are_receivers(tmp_path: Path) -> None:
     code, output, _ = run(tmp_path, {"topology": {"kind": "fattree", "k": 4},
                                      "traffic": {"pattern": "one_to_one"}})
     assert code == 2
-    assert output.startswith("error: traffic.pattern: one_to_one would make h")
+    assert output.startswith("error: s.toml: traffic.pattern: one_to_one would make h")
     assert "send to itself" in output and len(output.strip().splitlines()) == 1
 
 
@@ -76,7 +76,8 @@ def test_the_packet_engine_with_gigabyte_buffers_of_small_packets(tmp_path: Path
     data["topology"]["link_rate"], data["run"]["duration"] = "1Tbps", "10s"
     code, output, _ = run(tmp_path, data, "packet")
     assert code == 2
-    assert output.strip().startswith("error: run.duration: the packet engine would hold up to")
+    assert output.strip().startswith("error: s.toml: run.duration: the packet engine would hold up "
+                                           "to")
 
 
 def test_packet_departures_counted_per_packet_at_a_slow_link(tmp_path: Path) -> None:

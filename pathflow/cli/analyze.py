@@ -32,7 +32,7 @@ def analyze(
     margin. MPTCP connections (LIA, OLIA, BALIA, uncoupled; a path per subflow): the max-min
     and proportionally fair allocations with each connection pooling its paths, their rest state
     and its stability."""
-    with user_errors():
+    with user_errors(scenario_file):
         # every CPU: no fluid steps here, and the stability margins' eigenproblems run a
         # batch per core (on one core the k = 8 fat-tree's margins took 2.4 s, not 1.3)
         setup_jax(0)

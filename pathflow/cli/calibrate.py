@@ -241,7 +241,7 @@ def calibrate(
     seconds to minutes: each step simulates the scenario for --duration. Given a table of per-N
     summaries (a CSV with a 'flows' column), each step sweeps traffic.flows over its rows
     instead, and --predict runs another table with the fitted values."""
-    with user_errors():
+    with user_errors(scenario_file):
         from pathflow.validation.calibration.table import is_table
 
         if is_table(trace):

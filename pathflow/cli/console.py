@@ -4,6 +4,7 @@ paths checked before the work and written after it, and the JAX setup."""
 from __future__ import annotations
 
 import os
+import re
 import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,13 +42,22 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+# an error about a field of the scenario file ("routing.paths[0].nodes: ...", "routing: ...")
+_SCENARIO_FIELD = re.compile(r"(name|topology|aqm|traffic|transport|routing|run)[.\[:]")
+
+
 @contextmanager
-def user_errors() -> Iterator[None]:
-    """Bad input -> one line on stderr and exit code 2, never a traceback."""
+def user_errors(scenario_file: Path | None = None) -> Iterator[None]:
+    """Bad input -> one line on stderr and exit code 2, never a traceback. An error about a
+    field of `scenario_file` found once it is read (its network, routes or traffic: building
+    them finds what the file's schema cannot) names the file, as its reading's errors do."""
     try:
         yield
     except (ScenarioError, UnitError) as error:
-        fail(str(error))
+        message = str(error)
+        if scenario_file is not None and _SCENARIO_FIELD.match(message):
+            message = f"{Path(scenario_file).name}: {message}"
+        fail(message)
 
 
 def check_writable(path: Path | None, option: str, store: bool = False) -> None:

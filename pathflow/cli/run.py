@@ -258,7 +258,7 @@ def run(
     simulator (--engine packet); print per-flow throughput, the busiest links' queues,
     convergence time and the invariant verdict; optionally write the Dataset and a plot.
     Before a fluid run starts, one line states its steps, memory and estimated time."""
-    with user_errors():
+    with user_errors(scenario_file):
         if engine not in ENGINES:
             fail(f"--engine: unknown engine {engine!r}; allowed: {', '.join(ENGINES)}")
         if check_dt and engine != "fluid":

@@ -227,7 +227,7 @@ def sweep(
     states its steps, memory and estimated time. With barrier-synchronised rounds
     (traffic.rounds) the table and figure add the goodput of the completed rounds, the incast
     experiment's goodput against servers."""
-    with user_errors():
+    with user_errors(scenario_file):
         from pathflow.axes import grid
         from pathflow.sweeps import parse_flow_range, sweep, sweep_dimensions
 
