@@ -32,6 +32,9 @@ goodput at 32 and 48 servers is a third to a half of the packet level's. With RT
 fluid flows keep 0.95 of the link through their short, backed-off stalls; packet-level flows
 lose more, to go-back-N as well (0.68 of the link at 48 servers).
 
+ns-3 runs the same experiment at a few of these points: `incast_goodput_ns3`
+(validation/cases/ns3.py).
+
 `incast_range_fluid_packet`: the 10 Gb/s DCTCP incast that `pathflow sweep
 examples/incast_10g.toml` runs (8 senders, 5 MB port, K = 65 packets, 20 ms), fluid against
 packet level at 80, 320, 960, 1,280 and 2,000 flows: goodput within 10 %, mean queue within
@@ -70,6 +73,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import pathflow
+from pathflow import Scenario
 from pathflow.compile import compile_scenario
 from pathflow.metrics import round_summary
 from pathflow.sweeps import summarize_point
@@ -78,7 +82,8 @@ from pathflow.validation.registry import CaseResult, Check, case
 from pathflow.validation.traces.files import reference_path
 from pathflow.verdict import STATES
 
-__all__ = ["incast_goodput", "incast_range_fluid_packet"]
+__all__ = ["CURVES", "LINK", "goodput", "goodput_curves", "goodput_figure", "incast_goodput",
+           "incast_range_fluid_packet", "incast_scenario", "ns2_goodput"]
 
 # the curves: (congestion control, RTOmin) -> server counts
 CURVES = {("reno", "200ms"): (1, 4, 8, 16, 32, 48), ("reno", "200us"): (8, 32, 48),
@@ -88,7 +93,13 @@ ROUNDS = 5
 K = "20pkt"  # DCTCP's marking threshold on the 43-packet port (the DCTCP paper's 1 Gb/s K)
 
 
-def _goodput(ds: object) -> float:
+def ns2_goodput() -> dict[int, float]:
+    """The authors' ns-2 points (`validation/data/incast/`): servers -> goodput (Mb/s)."""
+    with reference_path("incast/goodput_ns2.csv").open() as f:
+        return {int(row["servers"]): float(row["goodput_mbps"]) for row in csv.DictReader(f)}
+
+
+def goodput(ds: object) -> float:
     """Mean goodput over the completed rounds (bits/s)."""
     return float(round_summary(ds).goodput.values[0]) * 8
 
@@ -96,32 +107,40 @@ def _goodput(ds: object) -> float:
 Curves = dict[tuple[str, str, str], list[float]]  # (engine, cc, RTOmin) -> bits/s per N
 
 
-def _curves() -> Curves:
+def incast_scenario(cc: str, rto: str, servers: int, duration: str = "4s") -> Scenario:
+    """`examples/incast_rounds_1g.toml` with `servers` servers, `ROUNDS` rounds, `cc` and
+    RTOmin `rto` (DCTCP on an ECN step at `K`)."""
+    updates = {"topology.senders": servers, "traffic.flows": servers, "traffic.rounds": ROUNDS,
+               "transport.rto_min": rto, "transport.cc": cc, "run.duration": duration}
+    if cc == "dctcp":
+        updates.update({"aqm.kind": "ecn_step", "aqm.threshold": K})
+    return shipped("incast_rounds_1g.toml", **updates)
+
+
+def goodput_curves(points: dict[tuple[str, str], tuple[int, ...]] = CURVES) -> Curves:
     from pathflow.validation.packet import simulate_packets
 
     curves: Curves = {}
-    for (cc, rto), servers in CURVES.items():
+    for (cc, rto), servers in points.items():
         for n in servers:
-            updates = {"topology.senders": n, "traffic.flows": n, "traffic.rounds": ROUNDS,
-                       "transport.rto_min": rto, "transport.cc": cc, "run.duration": "4s"}
-            if cc == "dctcp":
-                updates.update({"aqm.kind": "ecn_step", "aqm.threshold": K})
-            scenario = shipped("incast_rounds_1g.toml", **updates)
+            scenario = incast_scenario(cc, rto, n)
             for engine, run in (("fluid", pathflow.simulate), ("packet", simulate_packets)):
-                curves.setdefault((engine, cc, rto), []).append(_goodput(run(scenario)))
+                curves.setdefault((engine, cc, rto), []).append(goodput(run(scenario)))
     return curves
 
 
-def _figure(curves: Curves, anchor: dict[int, float]) -> Figure:
+def goodput_figure(curves: Curves, anchor: dict[int, float],
+                   points: dict[tuple[str, str], tuple[int, ...]] = CURVES) -> Figure:
     fig = Figure(figsize=(7, 3.6))
     ax = fig.subplots()
-    styles = {"fluid": "-o", "packet": "--s"}
+    styles = {"fluid": "-o", "packet": "--s", "ns-3": ":^"}  # a colour per curve of CURVES
+    colours = {key: f"C{k}" for k, key in enumerate(CURVES)}
     for (engine, cc, rto), values in curves.items():
-        ax.plot(CURVES[(cc, rto)], np.asarray(values) / 1e6, styles[engine], ms=4,
-                label=f"{engine}: {cc}, RTOmin {rto}")
+        ax.plot(points[(cc, rto)], np.asarray(values) / 1e6, styles[engine], ms=4,
+                color=colours[(cc, rto)], label=f"{engine}: {cc}, RTOmin {rto}")
     ax.plot(list(anchor), list(anchor.values()), "k*", ms=9, label="FAST 2008 authors' ns-2")
     ax.set_xscale("log", base=2)
-    ticks = sorted({n for servers in CURVES.values() for n in servers} | set(anchor))
+    ticks = sorted({n for servers in points.values() for n in servers} | set(anchor))
     ax.set_xticks(ticks, labels=[str(n) for n in ticks])
     ax.set_xlabel("servers")
     ax.set_ylabel("goodput (Mb/s)")
@@ -136,9 +155,8 @@ def _figure(curves: Curves, anchor: dict[int, float]) -> Figure:
       "200 us, fluid and packet level", "packet")
 def incast_goodput() -> CaseResult:
     """Barrier-synchronised 256 KB reads through a 64 KB port (module docstring)."""
-    with reference_path("incast/goodput_ns2.csv").open() as f:
-        anchor = {int(row["servers"]): float(row["goodput_mbps"]) for row in csv.DictReader(f)}
-    curves = _curves()
+    anchor = ns2_goodput()
+    curves = goodput_curves()
     checks: list[Check] = []
     for engine in ("fluid", "packet"):
         reno = dict(zip(CURVES[("reno", "200ms")], curves[(engine, "reno", "200ms")],
@@ -168,7 +186,7 @@ def incast_goodput() -> CaseResult:
                                 packet, fluid, None, "bits/s", "factor",
                                 why="reported: single timeouts decide the onset; bursty losses "
                                 "(module docstring)"))
-    return CaseResult(checks, _figure(curves, anchor))
+    return CaseResult(checks, goodput_figure(curves, anchor))
 
 
 RANGE = (80, 320, 960, 1280, 2000)  # flows: the default sweep's range, issue 11's points
@@ -232,3 +250,4 @@ def _range_figure(points: dict[tuple[str, str], list[dict[str, float]]]) -> Figu
     fig.suptitle("DCTCP incast at 10 Gb/s, 5 MB port, 20 ms", fontsize=9)
     fig.tight_layout()
     return fig
+

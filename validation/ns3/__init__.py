@@ -28,6 +28,13 @@ What it models
   (no ECN) or ``ns3::TcpDctcp`` (ECN), with SACK and timestamps (MSS = packet - 52 B),
   PRR recovery (ns-3 default), delayed ACKs, and socket buffers large enough never to limit.
   Flow i listens on TCP port 10000 + i.
+* Finite flows (``BlockSender``): a block of the scenario's segments per flow (its payload
+  ``size`` x (packet - 52) / packet), on a connection that stays open. With rounds
+  (barrier-synchronised reads), the first round's blocks are released once every connection
+  is up (pathflow's engines have no handshake), each next round's when every flow's block
+  of the round has reached its receiving application; no request is sent (as in pathflow's
+  engines). ns-3 has no restart of an idle window (Linux's tcp_slow_start_after_idle, which
+  the packet level models): a round starts with the window the last one left.
 * Every switch egress port carries the configured queue disc (FIFO, a step marker built from
   ``RedQueueDisc`` with ``MinTh = MaxTh = K`` and ``QW = 1``, or RED), sized by that port's
   buffer; host NICs get an effectively unlimited FIFO (in networks, two: pure ACKs are sent
@@ -105,7 +112,8 @@ Limits
 * A cable has one delay for both directions (ns-3's point-to-point channel). At most 39152
   flows: port 10000 + i must stay below ns-3's ephemeral ports (49152 and up), which
   ``FlowRouting`` relies on to tell data from ACKs.
-* Deviations from ns-3 defaults: the delayed-ACK timeout is min(40 ms, min_rto_s / 5) (Linux's
+* Deviations from ns-3 defaults: a lost SYN is sent again after 1 s (Linux's initial RTO; ns-3's
+  ConnTimeout is 3 s); the delayed-ACK timeout is min(40 ms, min_rto_s / 5) (Linux's
   minimum is 40 ms) unless ``[transport] delayed_ack_timeout`` sets it; MinRto and SACK (ns-3's
   default, on) follow ``[transport] rto_min`` and ``sack``. ns-3's 200 ms equals a 200 ms MinRto
   and livelocks a flow after an RTO (one segment per RTO, forever). And the duplicate-ACK count

@@ -62,6 +62,8 @@ def _run(argv: list[str]) -> int:
     p.initialCwnd = cfg.initial_cwnd_packets
     p.minRtoS = float(cfg.min_rto_s)
     p.sack = bool(cfg.sack)
+    p.blockBytes = float(cfg.block_bytes)
+    p.rounds = cfg.rounds
     if cfg.delayed_ack_timeout_s is not None:
         p.delAckTimeoutS = float(cfg.delayed_ack_timeout_s)
     p.sockBufBytes = _socket_buffer_bytes(cfg)
@@ -102,6 +104,8 @@ def _run(argv: list[str]) -> int:
         sim_wall_time_s=np.float64(runner.simWallS),
         unrouted=np.float64(runner.unroutedPackets),
         aqm_desc=np.array(str(runner.aqmDesc)),
+        block_done=_vector_to_numpy(runner.blockDone).reshape(-1, cfg.rounds),
+        rounds_start=np.float64(runner.roundsStart),
     )
     return 0
 

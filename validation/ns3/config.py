@@ -16,10 +16,11 @@ from typing import Any, Literal
 
 from pathflow.topology import base_rtt
 
-__all__ = ["TCP_TYPES", "Ns3Cable", "Ns3Config", "Ns3Network", "Ns3Path", "Routing"]
+__all__ = ["TCP_IP_HEADER_BYTES", "TCP_TYPES", "Ns3Cable", "Ns3Config", "Ns3Network", "Ns3Path",
+           "Routing"]
 
-_TCP_IP_HEADER_BYTES = 52  # 20 IP + 20 TCP + 12 timestamp option (10 B padded to 12)
-_ACK_BYTES = _TCP_IP_HEADER_BYTES
+TCP_IP_HEADER_BYTES = 52  # 20 IP + 20 TCP + 12 timestamp option (10 B padded to 12)
+_ACK_BYTES = TCP_IP_HEADER_BYTES
 _PPP_HEADER_BYTES = 2
 _FIRST_FLOW_PORT = 10000
 _MAX_FLOWS = 49152 - _FIRST_FLOW_PORT  # flow ports stay below ns-3's ephemeral range
@@ -173,6 +174,10 @@ class Ns3Config:
     # None: min(40 ms, min_rto_s / 5) (see validation/ns3/__init__.py)
     delayed_ack_timeout_s: float | None = None
     sack: bool = True  # ns-3's default, as Linux's
+    # Finite flows: each flow's payload bytes per round (0: long-lived), and with `rounds` > 1
+    # barrier-synchronised reads, the next round released when every flow's block has arrived
+    block_bytes: int = 0
+    rounds: int = 1
     # Directory for a pcap capture of the bottleneck link's sending device (None: no capture).
     pcap_dir: str | None = None
     # The graph of topology="network" (None for star and dumbbell).
@@ -213,8 +218,8 @@ class Ns3Config:
             out.append("sample_interval_s must be in (0, duration_s]")
         if self.sample_interval_s < 1e-9:
             out.append("sample_interval_s below ns-3's 1 ns time resolution")
-        if not _TCP_IP_HEADER_BYTES < self.packet_bytes <= 65535:
-            out.append(f"packet_bytes must be in ({_TCP_IP_HEADER_BYTES}, 65535]")
+        if not TCP_IP_HEADER_BYTES < self.packet_bytes <= 65535:
+            out.append(f"packet_bytes must be in ({TCP_IP_HEADER_BYTES}, 65535]")
         if self.aqm == "ecn_step" and not 1 <= self.threshold_packets <= self.buffer_packets:
             out.append("threshold_packets must be in [1, buffer_packets]")
         if self.aqm == "red":
@@ -232,6 +237,10 @@ class Ns3Config:
             out.append("delayed_ack_timeout_s must be > 0")
         if self.seed < 1:
             out.append("seed must be >= 1 (ns-3 rejects 0)")
+        if self.block_bytes < 0 or self.rounds < 1:
+            out.append("block_bytes must be >= 0 and rounds >= 1")
+        if self.rounds > 1 and self.block_bytes == 0:
+            out.append("rounds > 1 needs block_bytes > 0 (a long-lived flow has one round)")
         if self.pcap_dir is not None and not str(self.pcap_dir).strip():
             out.append("pcap_dir must be a directory path or None")
         if self.start_times_s is not None:
@@ -254,7 +263,7 @@ class Ns3Config:
 
     @property
     def mss_bytes(self) -> int:
-        return self.packet_bytes - _TCP_IP_HEADER_BYTES
+        return self.packet_bytes - TCP_IP_HEADER_BYTES
 
     @property
     def hops(self) -> int:
@@ -346,9 +355,11 @@ class Ns3Config:
 
     def to_json(self) -> str:
         raw = dataclasses.asdict(self)
-        # Without a capture or a network the JSON stays what it was before they existed.
-        for key in ("pcap_dir", "network"):
-            if raw[key] is None:
+        # Without a capture, a network or finite flows the JSON stays what it was before they
+        # existed.
+        for key, absent in (("pcap_dir", None), ("network", None), ("block_bytes", 0),
+                            ("rounds", 1)):
+            if raw[key] == absent:
                 del raw[key]
         return json.dumps(raw, sort_keys=True)
 

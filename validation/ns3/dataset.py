@@ -1,5 +1,10 @@
 """The arrays the ns-3 child process samples -> a Dataset labelled by `pathflow.schema`, like
-the other engines' (cumulative byte counters become per-interval rates)."""
+the other engines' (cumulative byte counters become per-interval rates). Finite flows add their
+`start` and `size` (the scenario's wire bytes per round: the same segments, `size` x (packet -
+52) / packet of payload in ns-3), `completion_time` and, with rounds, `block_done` (flow,
+round), from which `pathflow.metrics.round_summary` reads the rounds as it does the other
+engines'. With rounds, `start` is when the first round began: once every connection was up,
+as pathflow's engines have no handshake."""
 
 from __future__ import annotations
 
@@ -85,6 +90,16 @@ def to_dataset(cfg: Ns3Config, a: dict[str, np.ndarray], wall_time_s: float) -> 
         attrs["unrouted_packets"] = int(a.get("unrouted", 0))
     if cfg.pcap_path is not None:
         attrs["pcap"] = str(cfg.pcap_path)
+    if cfg.block_bytes > 0:
+        done = a["block_done"]  # (flows, rounds): inf where not within the run
+        variables["completion_time"] = done[:, -1]
+        if cfg.rounds > 1:
+            variables["block_done"] = done
+            coords["round"] = np.arange(cfg.rounds)
+        # with rounds, the first one starts once every connection is up (simulation.cc)
+        coords["start"] = (np.full(cfg.flows, float(a["rounds_start"])) if cfg.rounds > 1
+                           else np.array(cfg.start_times_s or (0.0,) * cfg.flows))
+        coords["size"] = np.full(cfg.flows, cfg.block_bytes * cfg.packet_bytes / cfg.mss_bytes)
     comments = {name: comment for name, (_, _, comment) in _VARIABLES.items() if name in variables}
     comments["utilization"] = "link_departure / capacity (IP bytes, without the PPP header)"
     return build_dataset(variables, coords, attrs, comments=comments)

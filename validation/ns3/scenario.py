@@ -2,9 +2,11 @@
 
 Supported: every topology pathflow builds (star, dumbbell, fat-tree, leaf-spine, graph), with
 per-link overrides, every traffic pattern, every routing mode, drop-tail, ECN-step (RED as a
-step marker) and RED queues, TCP NewReno (`cc = "reno"`) and DCTCP, long-lived flows. Refused
-with a ScenarioError that names the field: finite flow sizes, and a cable whose two directions
-have different delays (an ns-3 point-to-point channel has one delay).
+step marker) and RED queues, TCP NewReno (`cc = "reno"`) and DCTCP, long-lived flows, finite
+ones (`[traffic] size`) and barrier-synchronised rounds of them (`[traffic] rounds`). Refused
+with a ScenarioError that names the field: several traffic groups, Linux's recovery, and a
+cable whose two directions have different delays (an ns-3 point-to-point channel has one
+delay).
 
 How a scenario maps:
 - A star or dumbbell with uniform links whose flows are the runner's own (star: `h{i % N} ->
@@ -39,7 +41,13 @@ from pathflow.metrics import store_warmup
 from pathflow.routing import Routes, build_routes
 from pathflow.scenario import Scenario, ScenarioError
 from pathflow.topology import Network, build_network
-from pathflow.validation.ns3.config import Ns3Cable, Ns3Config, Ns3Network, Ns3Path
+from pathflow.validation.ns3.config import (
+    TCP_IP_HEADER_BYTES,
+    Ns3Cable,
+    Ns3Config,
+    Ns3Network,
+    Ns3Path,
+)
 from pathflow.validation.ns3.run import run_ns3
 
 __all__ = ["ns3_config", "simulate_ns3"]
@@ -60,8 +68,6 @@ def ns3_config(scenario: Scenario, sample_interval: float = 1e-3,
                             "congestion control; run groups with the fluid or packet engine")
     if scenario.control.ns3_type is None:
         raise ScenarioError(f"transport.cc: {si.transport.cc!r} has no ns-3 counterpart")
-    if not math.isinf(si.traffic.size):
-        raise ScenarioError("traffic.size: the ns-3 runner runs long-lived flows ('inf')")
     if si.transport.recovery == "linux":
         raise ScenarioError("transport.recovery: ns-3's TCP has no RACK-TLP; run it with "
                             "recovery = 'rfc6675'")
@@ -94,6 +100,10 @@ def ns3_config(scenario: Scenario, sample_interval: float = 1e-3,
         min_rto_s=si.transport.rto_min,
         delayed_ack_timeout_s=si.transport.delayed_ack_timeout,
         sack=si.transport.sack,
+        # the same segments as the scenario's wire bytes: their payload (ns-3 counts payload)
+        block_bytes=(0 if math.isinf(si.traffic.size)
+                     else math.ceil(si.traffic.size * (packet - TCP_IP_HEADER_BYTES) / packet)),
+        rounds=si.traffic.rounds,
     )
     topo = si.topology
     if topo.kind in ("star", "dumbbell") and not topo.links:

@@ -63,6 +63,10 @@ struct Params
     double minRtoS = 0.2;
     double delAckTimeoutS = -1; // < 0: min(40 ms, minRtoS / 5), see Build
     bool sack = true;           // ns-3's default (TcpSocketBase::Sack)
+    // Finite flows: payload bytes per flow and round (0: long-lived, BulkSend), and rounds of
+    // barrier-synchronised reads (BlockSender, Runner::OnBlockBytes)
+    double blockBytes = 0;
+    int rounds = 1;
     double sockBufBytes = 4e6;
     int hostQueuePackets = 100000;
     bool ackFirst = false; // host NICs send pure ACKs ahead of data (networks)
@@ -89,9 +93,82 @@ struct Port
     uint32_t lastMarked32 = 0; // QueueDisc::Stats::nTotalMarkedBytes is 32 bit; unwrap it
 };
 
+// A sender of finite blocks: what `Release` hands it goes to its TCP socket as the socket's
+// buffer takes it, and nothing more (BulkSend sends without end, or a fixed amount and then
+// closes). The connection stays open between blocks, as a storage server's does; `connected`
+// is called once its handshake is done.
+class BlockSender : public Application
+{
+  public:
+    void Setup(const Address& peer, Callback<void> connected)
+    {
+        m_peer = peer;
+        m_onConnected = connected;
+    }
+
+    void Release(uint64_t bytes)
+    {
+        m_left += bytes;
+        Push();
+    }
+
+    Ptr<Socket> GetSocket() const { return m_socket; }
+
+  private:
+    void StartApplication() override
+    {
+        m_socket = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+        m_socket->Bind();
+        m_socket->Connect(m_peer);
+        m_socket->SetConnectCallback(MakeCallback(&BlockSender::Connected, this),
+                                     MakeNullCallback<void, Ptr<Socket>>());
+        m_socket->SetSendCallback(MakeCallback(&BlockSender::Room, this));
+    }
+
+    void StopApplication() override {}
+
+    void Connected(Ptr<Socket>)
+    {
+        m_connected = true;
+        if (!m_onConnected.IsNull())
+        {
+            m_onConnected();
+        }
+        Push();
+    }
+
+    void Room(Ptr<Socket>, uint32_t) { Push(); }
+
+    void Push()
+    {
+        while (m_connected && m_left > 0)
+        {
+            uint64_t room = m_socket->GetTxAvailable();
+            uint32_t n = static_cast<uint32_t>(std::min<uint64_t>({m_left, room, 64 * 1024}));
+            if (n == 0)
+            {
+                return;
+            }
+            int sent = m_socket->Send(Create<Packet>(n));
+            if (sent <= 0)
+            {
+                return;
+            }
+            m_left -= static_cast<uint64_t>(sent);
+        }
+    }
+
+    Address m_peer;
+    Callback<void> m_onConnected;
+    Ptr<Socket> m_socket;
+    uint64_t m_left = 0;
+    bool m_connected = false;
+};
+
 struct Flow
 {
     Ptr<BulkSendApplication> app;
+    Ptr<BlockSender> blocks; // instead of app, for finite flows
     Ptr<PacketSink> sink;
     Ptr<TcpSocketBase> sock;
     bool probing = false;
@@ -406,6 +483,11 @@ class Runner
     double simWallS = 0;
     std::vector<double> time, queueBytes, txBytes, dropBytes, markBytes;
     std::vector<double> rxBytes, cwnd, rtt, alpha;
+    // finite flows: when each flow's block of each round reached its receiving application
+    // (flow-major, flows x rounds; inf: not within the run), and with rounds when the first
+    // round was released (every connection up; inf: never)
+    std::vector<double> blockDone;
+    double roundsStart = std::numeric_limits<double>::infinity();
     double unroutedPackets = 0; // see FlowRouting
 
     void Build()
@@ -435,6 +517,9 @@ class Runner
                                                  ? m_p.delAckTimeoutS
                                                  : std::min(0.04, m_p.minRtoS / 5))));
         Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(m_p.sack));
+        // A lost SYN is sent again after Linux's initial RTO (1 s, RFC 6298), not ns-3's 3 s:
+        // 48 SYNs at once overflow a 43-packet port (the incast's handshakes)
+        Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(Seconds(1)));
         Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue(dctcp ? "On" : "Off"));
         Config::SetDefault("ns3::TcpDctcp::DctcpShiftG", DoubleValue(m_p.dctcpG));
         if (m_p.routing == "random_ecmp")
@@ -475,6 +560,13 @@ class Runner
             EnableBottleneckPcap();
         }
 
+        if (m_p.blockBytes > 0)
+        {
+            blockDone.assign(static_cast<size_t>(m_p.flows) * m_p.rounds,
+                             std::numeric_limits<double>::infinity());
+            m_received.assign(m_p.flows, 0);
+            m_blocks.assign(m_p.flows, 0);
+        }
         for (int i = 0; i < m_p.flows; ++i)
         {
             auto f = std::make_unique<Flow>();
@@ -483,16 +575,35 @@ class Runner
                                         InetSocketAddress(Ipv4Address::GetAny(), port));
             ApplicationContainer sinkApp = sinkHelper.Install(nodes.Get(m_p.flowDst[i]));
             sinkApp.Start(Seconds(0));
-            BulkSendHelper bulk("ns3::TcpSocketFactory",
-                                InetSocketAddress(m_nodeAddr[m_p.flowDst[i]], port));
-            bulk.SetAttribute("MaxBytes", UintegerValue(0));
-            // Big writes only reduce application callbacks; TCP still sends MSS segments.
-            bulk.SetAttribute("SendSize", UintegerValue(64 * 1024));
-            ApplicationContainer bulkApp = bulk.Install(nodes.Get(m_p.flowSrc[i]));
+            InetSocketAddress peer(m_nodeAddr[m_p.flowDst[i]], port);
             double start = m_p.startTimes.empty() ? 0.0 : m_p.startTimes[i];
-            bulkApp.Start(Seconds(start));
-            f->app = DynamicCast<BulkSendApplication>(bulkApp.Get(0));
             f->sink = DynamicCast<PacketSink>(sinkApp.Get(0));
+            if (m_p.blockBytes > 0)
+            {
+                f->blocks = CreateObject<BlockSender>();
+                // rounds: the first one starts once every connection is up (the handshakes
+                // are not part of the reads; pathflow's engines have none), else at the start
+                f->blocks->Setup(peer, m_p.rounds > 1 ? MakeCallback(&Runner::OnConnected, this)
+                                                      : Callback<void>());
+                nodes.Get(m_p.flowSrc[i])->AddApplication(f->blocks);
+                f->blocks->SetStartTime(Seconds(start));
+                if (m_p.rounds == 1)
+                {
+                    f->blocks->Release(static_cast<uint64_t>(m_p.blockBytes));
+                }
+                f->sink->TraceConnectWithoutContext(
+                    "Rx", MakeBoundCallback(&Runner::OnBlockBytes, this, i));
+            }
+            else
+            {
+                BulkSendHelper bulk("ns3::TcpSocketFactory", peer);
+                bulk.SetAttribute("MaxBytes", UintegerValue(0));
+                // Big writes only reduce application callbacks; TCP still sends MSS segments.
+                bulk.SetAttribute("SendSize", UintegerValue(64 * 1024));
+                ApplicationContainer bulkApp = bulk.Install(nodes.Get(m_p.flowSrc[i]));
+                bulkApp.Start(Seconds(start));
+                f->app = DynamicCast<BulkSendApplication>(bulkApp.Get(0));
+            }
             // The sender socket only exists once the application has started.
             Simulator::Schedule(Seconds(start) + NanoSeconds(1), &Runner::Hook, this, f.get());
             m_flows.push_back(std::move(f));
@@ -525,6 +636,13 @@ class Runner
     Ipv4AddressHelper m_addr;
     std::vector<std::unique_ptr<Port>> m_ports;
     std::vector<std::unique_ptr<Flow>> m_flows;
+    // finite flows (OnBlockBytes): payload bytes each flow's application received, its blocks
+    // complete, the round under way and the flows whose block of it has arrived
+    std::vector<uint64_t> m_received;
+    std::vector<int> m_blocks;
+    int m_round = 0;
+    int m_arrived = 0;
+    int m_connected = 0; // rounds: connections up so far
     std::map<std::pair<int, int>, PortInfo> m_portInfo; // (from node, to node)
     std::vector<Ipv4Address> m_nodeAddr; // a node's address on its first cable: flows use it
     std::vector<bool> m_hasAddr;
@@ -731,9 +849,47 @@ class Runner
         m_ports.push_back(std::move(port));
     }
 
+    // Flow i's receiving application got `p` (in order): the blocks it completes are
+    // recorded, and once every flow's block of the round has arrived the next round's blocks
+    // are released to all senders at that instant (no request is modelled, as in pathflow's
+    // engines).
+    void OnConnected()
+    {
+        if (++m_connected == m_p.flows)
+        {
+            roundsStart = Simulator::Now().GetSeconds();
+            for (auto& f : m_flows)
+            {
+                f->blocks->Release(static_cast<uint64_t>(m_p.blockBytes));
+            }
+        }
+    }
+
+    static void OnBlockBytes(Runner* r, int i, Ptr<const Packet> p, const Address&)
+    {
+        const uint64_t block = static_cast<uint64_t>(r->m_p.blockBytes);
+        r->m_received[i] += p->GetSize();
+        while (r->m_blocks[i] < r->m_p.rounds &&
+               r->m_received[i] >= static_cast<uint64_t>(r->m_blocks[i] + 1) * block)
+        {
+            r->blockDone[static_cast<size_t>(i) * r->m_p.rounds + r->m_blocks[i]] =
+                Simulator::Now().GetSeconds();
+            if (++r->m_blocks[i] == r->m_round + 1 && ++r->m_arrived == r->m_p.flows &&
+                r->m_round + 1 < r->m_p.rounds)
+            {
+                ++r->m_round;
+                r->m_arrived = 0;
+                for (auto& f : r->m_flows)
+                {
+                    f->blocks->Release(block);
+                }
+            }
+        }
+    }
+
     void Hook(Flow* f)
     {
-        Ptr<Socket> s = f->app->GetSocket();
+        Ptr<Socket> s = f->blocks ? f->blocks->GetSocket() : f->app->GetSocket();
         if (!s)
         {
             Simulator::Schedule(MicroSeconds(1), &Runner::Hook, this, f);
