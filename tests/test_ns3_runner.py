@@ -449,3 +449,20 @@ def test_barrier_synchronised_rounds_in_ns3() -> None:
     # the scenario's wire bytes per block, as the other engines count them (ns-3 sends their
     # payload: a byte's rounding apart)
     np.testing.assert_allclose(ds["size"].values, 256_000, atol=1.1)
+
+
+@pytest.mark.ns3
+def test_finite_flows_in_ns3() -> None:
+    """`[traffic] size` in ns-3: two 1 MB flows through a 100 Mb/s star finish together no
+    sooner than their wire bytes at the line rate allow (closed form: 2 x 1 MB x 1502/1500
+    over 100 Mb/s, 160.2 ms) and within 2 % of it (a handshake and a slow start)."""
+    if not ns3_available():
+        pytest.skip("ns-3 Python bindings (pip package ns3) not installed")
+    scenario = Scenario.from_dict({
+        "topology": {"kind": "star", "senders": 2, "link_rate": "100Mbps"},
+        "traffic": {"size": "1MB"}, "transport": {"cc": "reno"}, "run": {"duration": "300ms"}})
+    ds = simulate_ns3(scenario)
+    shortest = 2 * 1e6 * 1502 / 1500 / (100e6 / 8)
+    last = float(ds.completion_time.max())
+    assert shortest <= last <= 1.02 * shortest
+    assert "block_done" not in ds  # one round: its completion time says it all
