@@ -44,6 +44,14 @@ from pathflow.validation.cases.common import (
     shipped,
     steady_window,
 )
+from pathflow.validation.cases.incast import (
+    LINK,
+    goodput,
+    goodput_curves,
+    goodput_figure,
+    incast_scenario,
+    ns2_goodput,
+)
 from pathflow.validation.registry import CaseResult, Check, case
 
 
@@ -230,14 +238,6 @@ def incast_goodput_ns3() -> CaseResult:
     collapsed, where both pathflow engines keep the link (99 %): ns-3's DCTCP cuts its window
     below 2 segments (no floor, `validation.ns3`), where a loss can only be repaired by the
     RTO (its rounds take 202 ms)."""
-    from pathflow.validation.cases.incast import (
-        LINK,
-        goodput,
-        goodput_curves,
-        goodput_figure,
-        incast_scenario,
-        ns2_goodput,
-    )
     from pathflow.validation.ns3 import simulate_ns3
 
     def in_ns3(cc: str, rto: str, servers: int) -> float:
@@ -248,8 +248,9 @@ def incast_goodput_ns3() -> CaseResult:
                 for (cc, rto), servers in INCAST_POINTS.items()}
         curves = goodput_curves(INCAST_POINTS)
         ns3 = {key: [run.result() for run in values] for key, values in runs.items()}
+    anchor = ns2_goodput()
     reno = dict(zip(INCAST_POINTS[("reno", "200ms")], ns3[("reno", "200ms")], strict=True))
-    checks = [Check("ns-3: Reno, 1 server, RTOmin 200 ms", ns2_goodput()[1] * 1e6, reno[1],
+    checks = [Check("ns-3: Reno, 1 server, RTOmin 200 ms", anchor[1] * 1e6, reno[1],
                     0.10, "bits/s", why="10 %: the authors' ns-2 point")]
     checks += [Check.band(f"ns-3: Reno, {n} servers, RTOmin 200 ms, share of the link",
                           reno[n] / LINK, 0.05, 0.35,
@@ -268,5 +269,4 @@ def incast_goodput_ns3() -> CaseResult:
                     why=("5 %: no timeout, the line rate in every engine" if at_line_rate
                          else "reported: timeouts decide it (case docstring)")))
     ns3_curves = {("ns-3", cc, rto): values for (cc, rto), values in ns3.items()}
-    return CaseResult(checks, goodput_figure({**curves, **ns3_curves}, ns2_goodput(),
-                                             INCAST_POINTS))
+    return CaseResult(checks, goodput_figure({**curves, **ns3_curves}, anchor, INCAST_POINTS))

@@ -125,8 +125,6 @@ class BlockSender : public Application
         m_socket->SetSendCallback(MakeCallback(&BlockSender::Room, this));
     }
 
-    void StopApplication() override {}
-
     void Connected(Ptr<Socket>)
     {
         m_connected = true;
