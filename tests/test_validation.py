@@ -23,8 +23,8 @@ CASES = load_cases()
 KNOWN_FAILURES = {
     "dctcp_fattree_ns3": "since ECMP hashes uniformly (blake2b, not CRC-32) the example "
                          "permutation meets three flows at agg0_1->core1_0, where ns-3's queue "
-                         "swings 13..35 packets around a 23-packet mean, both pathflow engines "
-                         "about 27..29 (open: issue 11)",
+                         "swings 11..34 packets around a 24-packet mean, both pathflow engines "
+                         "about 27 (the packet level's claims fail; open: issue 11)",
     "ack_port_fluid_packet": "the dumbbell's ACK-loaded port: fluid queue 19.9 against 25.9 "
                              "packets (23 %, tolerance 20 %): noise-free marking episodes "
                              "raise the line-rate flow's alpha (validation/cases/acks.py)",

@@ -29,7 +29,8 @@ Routing = Literal["global", "paths", "random_ecmp"]
 
 
 # The congestion controls simulation.cc implements, by pathflow name, with the ns-3 TypeId each
-# becomes (models.registry declares the same; tests/test_registry.py compares them).
+# is (DCTCP: simulation.cc's LinuxDctcp, ns-3's with Linux's floor) (models.registry declares the
+# same; tests/test_registry.py compares them).
 TCP_TYPES = {"reno": "ns3::TcpNewReno", "dctcp": "ns3::TcpDctcp"}
 
 @dataclass(frozen=True)

@@ -80,7 +80,8 @@ def to_dataset(cfg: Ns3Config, a: dict[str, np.ndarray], wall_time_s: float) -> 
         "base_rtt_s": cfg.base_rtt_s,
         "mss_bytes": cfg.mss_bytes,
         "sample_interval_s": dt,
-        "tcp": TCP_TYPES[cfg.cc] + (" (ECN)" if cfg.cc == "dctcp" else " (no ECN)"),
+        "tcp": TCP_TYPES[cfg.cc] + (" (ECN, Linux's 2-segment floor)" if cfg.cc == "dctcp"
+                                    else " (no ECN)") + ", Linux's PRR",
         "aqm": str(a["aqm_desc"]),
     }
     if cfg.bottleneck_link is not None:  # netCDF attributes cannot be None

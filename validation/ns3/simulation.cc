@@ -42,6 +42,110 @@ struct TcbPeek : public TcpSocketBase
     static uint32_t& DupAcks(TcpSocketBase* s) { return s->*(&TcbPeek::m_dupAckCount); }
 };
 
+// Linux's DCTCP: ssthresh = max((1 - alpha / 2) cwnd, 2 segments) (dctcp_ssthresh). ns-3
+// 3.44's TcpDctcp has no floor, so a flow marked again and again falls to one segment and
+// then waits for the receiver's delayed-ACK timer every round trip.
+class LinuxDctcp : public TcpDctcp
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("pathflow_ns3::LinuxDctcp")
+                                .SetParent<TcpDctcp>()
+                                .SetGroupName("Internet")
+                                .AddConstructor<LinuxDctcp>();
+        return tid;
+    }
+
+    std::string GetName() const override { return "LinuxDctcp"; }
+
+    uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override
+    {
+        return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), 2 * tcb->m_segmentSize);
+    }
+
+    Ptr<TcpCongestionOps> Fork() override { return CopyObject<LinuxDctcp>(this); }
+};
+
+// Linux's proportional rate reduction (tcp_init_cwnd_reduction, tcp_cwnd_reduction), in CWR
+// and in loss recovery: the reduction is proportional to the window before it (prior_cwnd)
+// and each ACK's delivered bytes count once. ns-3 3.44's TcpPrrRecovery takes the flight after
+// the entering ACK instead, counts that ACK's bytes twice on entering CWR (its EnterRecovery
+// and then ProcessAck) and adds a segment as for a duplicate ACK (though none came): at a
+// 2-segment ssthresh it keeps 5 to 6 segments in flight every round trip, where Linux keeps 2.
+// Not modelled: Linux withholds the extra segment of PRR's slow-start bound on an ACK that
+// marks new losses (ns-3 3.44 has no RACK to tell); here any ACK that advances SND.UNA has it.
+class LinuxPrr : public TcpClassicRecovery
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("pathflow_ns3::LinuxPrr")
+                                .SetParent<TcpClassicRecovery>()
+                                .SetGroupName("Internet")
+                                .AddConstructor<LinuxPrr>();
+        return tid;
+    }
+
+    std::string GetName() const override { return "LinuxPrr"; }
+
+    void EnterRecovery(Ptr<TcpSocketState> tcb,
+                       uint32_t /* dupAckCount */,
+                       uint32_t /* unAckDataCount */,
+                       uint32_t deliveredBytes) override
+    {
+        m_priorCwnd = tcb->m_cWnd;
+        m_delivered = 0;
+        m_out = 0;
+        m_una = tcb->m_lastAckedSeq;
+        // Entering CWR the socket hands this ACK to DoRecovery next (ProcessAck); entering
+        // loss recovery it does not, and Linux reduces on the entering ACK too.
+        if (tcb->m_congState == TcpSocketState::CA_RECOVERY)
+        {
+            DoRecovery(tcb, deliveredBytes, true);
+        }
+    }
+
+    void DoRecovery(Ptr<TcpSocketState> tcb, uint32_t deliveredBytes, bool /* isDupAck */) override
+    {
+        const bool advanced = tcb->m_lastAckedSeq > m_una;
+        m_una = tcb->m_lastAckedSeq;
+        if (deliveredBytes == 0 || m_priorCwnd == 0)
+        {
+            return;
+        }
+        m_delivered += deliveredBytes;
+        const int64_t segment = tcb->m_segmentSize;
+        const int64_t flight = tcb->m_bytesInFlight;
+        const int64_t ssthresh = tcb->m_ssThresh;
+        int64_t send;
+        if (flight > ssthresh)
+        {
+            send = (ssthresh * m_delivered + m_priorCwnd - 1) / m_priorCwnd - m_out;
+        }
+        else
+        {
+            send = std::max<int64_t>(m_delivered - m_out, deliveredBytes);
+            send = std::min(ssthresh - flight, send + (advanced ? segment : 0));
+        }
+        send = std::max<int64_t>(send, m_out > 0 ? 0 : segment); // the fast retransmit
+        tcb->m_cWnd = static_cast<uint32_t>(flight + send);
+        tcb->m_cWndInfl = tcb->m_cWnd;
+    }
+
+    void ExitRecovery(Ptr<TcpSocketState> tcb) override { tcb->m_cWndInfl = tcb->m_cWnd; }
+
+    void UpdateBytesSent(uint32_t bytesSent) override { m_out += bytesSent; }
+
+    Ptr<TcpRecoveryOps> Fork() override { return CopyObject<LinuxPrr>(this); }
+
+  private:
+    int64_t m_priorCwnd = 0;
+    int64_t m_delivered = 0; // bytes delivered since the reduction began
+    int64_t m_out = 0;       // bytes sent since
+    SequenceNumber32 m_una;  // SND.UNA at the last ACK seen
+};
+
 struct Params
 {
     std::string aqm;
@@ -495,8 +599,9 @@ class Runner
         RngSeedManager::SetRun(1);
 
         Config::SetDefault("ns3::TcpL4Protocol::SocketType",
-                           TypeIdValue(TypeId::LookupByName(dctcp ? "ns3::TcpDctcp"
-                                                                  : "ns3::TcpNewReno")));
+                           TypeIdValue(dctcp ? LinuxDctcp::GetTypeId()
+                                             : TypeId::LookupByName("ns3::TcpNewReno")));
+        Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(LinuxPrr::GetTypeId()));
         Config::SetDefault("ns3::TcpSocket::SegmentSize",
                            UintegerValue(m_p.packetBytes - 52));
         Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(m_p.initialCwnd));
