@@ -50,12 +50,12 @@ ACKs' rates balancing their loads through their round trips) does each get its o
 Where a link is overloaded by flows that their NICs hold (or sits below its marking's onset,
 where only round trips move), no position moves its balance and the least squares stalls; the
 positions of the overloaded links are then lifted, each by bisection, to where their load
-fits (`_lift`), and the solve goes on from there. Links full by a tie (a flow at its NIC's
-rate and another's ACKs; a link and the one before it carrying the same data and equal ACKs)
-hold a queue that neither grows nor drains: the simulation keeps what its start-up left, the
-rest state the least (the earlier link's, or none), unless the later link's ACKs would then
-overload it: its queue is then part of the rest (the k = 4 fat-tree's hash seed 5, where the
-later link was 0.3 % over with none).
+fits (`bounded_roots.lift`), and the solve goes on from there. Links full by a tie (a flow
+at its NIC's rate and another's ACKs; a link and the one before it carrying the same data and
+equal ACKs) hold a queue that neither grows nor drains: the simulation keeps what its start-up
+left, the rest state the least (the earlier link's, or none), unless the later link's ACKs
+would then overload it: its queue is then part of the rest (the k = 4 fat-tree's hash seed 5,
+where the later link was 0.3 % over with none).
 
 Scope and limitations
 ---------------------
@@ -122,10 +122,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-import scipy.optimize
 import xarray as xr
-from threadpoolctl import threadpool_limits
 
+from pathflow.analysis.bounded_roots import bounded_root, lift
 from pathflow.analysis.controller_rest import controller_rest_rate
 from pathflow.analysis.fairness import Network, network_of
 from pathflow.analysis.subflow_rest import MULTIPATH, CoupledWindows, fischer_burmeister
@@ -229,8 +228,8 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
     def state(x: np.ndarray, marking: np.ndarray, net: Network = network
               ) -> tuple[np.ndarray, ...]:
         """The network at positions x (..., unknowns): single paths take a batch of them
-        (`_grouped_differences`), coupled windows one. Only the marking links hold a queue and
-        signal: the others' rows are left out of the products."""
+        (`bounded_roots.grouped_differences`), coupled windows one. Only the marking links hold
+        a queue and signal: the others' rows are left out of the products."""
         loaded, on = int(marking.sum()), rows_of(marking, net)
         queued, signal = on.markers.at(np.maximum(x[..., :loaded], 0.0))  # below 0: empty
         mark, loss = (1.0 - np.exp(np.log1p(-np.minimum(signal * share, 1 - 1e-15)) @ on.routing)
@@ -300,7 +299,7 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
                 def stage_residual(x: np.ndarray, stage: int = stage) -> np.ndarray:
                     return residual(x, marking, stage, net)
 
-                start = _least_squares(stage_residual, start, low, high, related, _STALLED)
+                start = bounded_root(stage_residual, start, low, high, related, _STALLED)
             if left(start, marking, net) < left(best, marking, net) or best is starts[0]:
                 best = start  # the better of the starts
             if left(best, marking, net) < 1e-5:
@@ -351,10 +350,10 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
             # a stall on a flat side (a link overloaded by flows that their NICs hold, or below
             # its marking's onset, where only round trips move: its balance does not answer its
             # own position until marking holds those flows below their NICs' rate) is lifted
-            # (`_lift`), and the solve goes on from there
+            # (`lift`), and the solve goes on from there
             at = np.inf
             for _ in range(_LIFTS):
-                tried = _least_squares(balance, _lift(y, used), low, high, related, budget,
+                tried = bounded_root(balance, lift(y, used), low, high, related, budget,
                                        batched=True)
                 now = float(np.max(np.abs(balance(tried)), initial=0.0))
                 if now < at:
@@ -483,88 +482,12 @@ def _with_acks(x: np.ndarray, marking: np.ndarray, able: np.ndarray,
         margin = -1e-12
 
 
-def _lift(y: np.ndarray, used: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """The positions y whose `used` (load over capacity at positions y, one per unknown)
-    exceeds 1 raised, each by bisection with the others held, to the least position at which
-    its load fits (those overloaded at the top stay there): where the least squares stalls, a
-    start from which the links' balances answer their positions again."""
-    y = y.copy()
-    over = np.flatnonzero(used(y) > 1.0)
-    low, high = np.maximum(y[over], 0.0), np.ones(over.size)
-    for _ in range(40):
-        y[over] = 0.5 * (low + high)
-        fits = used(y)[over] <= 1.0
-        low, high = np.where(fits, low, y[over]), np.where(fits, y[over], high)
-    y[over] = high
-    return y
-
-
-def _least_squares(residual: Callable[[np.ndarray], np.ndarray], start: np.ndarray,
-                   low: np.ndarray, high: np.ndarray, related: np.ndarray, budget: int,
-                   batched: bool = False) -> np.ndarray:
-    """The root of `residual` within [low, high] from `start` by least squares (scipy's
-    trust-region reflective method, the Jacobian by `_grouped_differences`), at most `budget`
-    evaluations; `batched`: the residual takes a batch of points (single paths), and Newton
-    (`_newton`) is tried first."""
-    jacobian = _grouped_differences(residual, related, high, batched)
-    try:
-        # BLAS threads cost more than they bring on matrices this small (k = 8 fat-tree: 20 %)
-        with threadpool_limits(1):
-            # single paths: Newton first, which from a near start (the rest with ACKs from
-            # the one without) takes a fifth of the least squares' steps (the k = 8
-            # fat-tree, hash seed 1: 20 Jacobians against 108); the least squares where
-            # it fails
-            found = _newton(residual, jacobian, start, low, high) if batched else None
-            if found is not None:
-                return found
-            return scipy.optimize.least_squares(
-                residual, start, bounds=(low, high), method="trf",
-                jac=jacobian, xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=budget).x
-    except np.linalg.LinAlgError as why:
-        raise ScenarioError(f"the rest state was not found: the root solver failed ({why}) "
-                            f"on {start.size} unknowns") from None
-
-
-def _newton(residual: Callable[[np.ndarray], np.ndarray],
-            jacobian: Callable[[np.ndarray], np.ndarray], start: np.ndarray, low: np.ndarray,
-            high: np.ndarray) -> np.ndarray | None:
-    """The root of `residual` within [low, high] by Newton from `start` (the Fischer-Burmeister
-    system is semismooth: quadratic convergence near a root), each step halved until the
-    largest residual falls; None where that fails above 1e-11 (the differences' rounding) or
-    takes more than _NEWTON steps."""
-    x, value = start.copy(), residual(start)
-    now = float(np.max(np.abs(value), initial=0.0))
-    for _ in range(_NEWTON):
-        if now <= 1e-13:
-            return x
-        try:
-            step = np.linalg.solve(jacobian(x), -value)
-        except np.linalg.LinAlgError:
-            return None
-        for _ in range(20):
-            tried = np.clip(x + step, low, high)
-            at_tried = residual(tried)
-            at = float(np.max(np.abs(at_tried), initial=0.0))
-            if at < now:
-                break
-            step = step / 2
-        else:  # no decrease: at the differences' rounding, or stuck
-            return x if now <= 1e-11 else None
-        x, value, now = tried, at_tried, at
-    return x if now <= 1e-13 else None
-
-
-# Newton steps before the least squares takes over: where it converged it took 4 to 23 (k = 4
-# and 8 fat-trees, Reno and DCTCP, 14 hash seeds and controls); from the first start on the
-# k = 8 fat-tree it crawls (damped steps), and the least squares found the rest
-_NEWTON = 25
-
 # evaluations after which a least squares has stalled: converging ones took 100 to 1,400 (k = 4
 # and 8 fat-trees, LIA, OLIA, BALIA, Reno), stalled ones ran to scipy's 100 per unknown (a
 # minute on a k = 4 fat-tree's 89) before the next start found the rest
 _STALLED = 2000
 # single paths: evaluations after which the least squares is taken to be stuck on a flat side
-# (`_lift`): converging ones took 10 to 110 (k = 4 and 8 fat-trees, Reno and DCTCP); with ACKs
+# (`lift`): converging ones took 10 to 110 (k = 4 and 8 fat-trees, Reno and DCTCP); with ACKs
 # from the rest without them 6 to 75 on the k = 4 fat-tree's eight hash seeds, 155 on the
 # k = 8 fat-tree's seed 1
 _FLAT = 200
@@ -637,7 +560,7 @@ def _related(problem: Any, network: Network, marking: np.ndarray,
     the positions of the links where their data or ACKs wait and on the flows sharing a NIC or
     a connection with them or loading their NIC with ACKs; a subflow's window (or its NIC's
     theta) on the same around it. Differences of unrelated unknowns are taken together
-    (`_grouped_differences`)."""
+    (`bounded_roots.grouped_differences`)."""
     links = network.capacity.size
     nic, connection = np.asarray(problem.nic), np.asarray(problem.subflow_flow)
     acks = np.zeros_like(network.routing) if network.acks is None else network.acks
@@ -651,46 +574,6 @@ def _related(problem: Any, network: Network, marking: np.ndarray,
         acts.append(coupled.owner())
     read, act = (np.concatenate(part).astype(float) for part in (reads, acts))
     return (read @ near.astype(float) @ act.T > 0) | np.eye(read.shape[0], dtype=bool)
-
-
-def _grouped_differences(function: Callable[[np.ndarray], np.ndarray], related: np.ndarray,
-                         upper: np.ndarray, batched: bool = False
-                         ) -> Callable[[np.ndarray], np.ndarray]:
-    """The Jacobian of `function` by forward differences, columns whose rows (`related`: rows x
-    columns, where an entry may be non-zero) do not meet perturbed together, one evaluation per
-    group (Curtis, Powell and Reid 1974), the step turned back below the `upper` bounds;
-    `batched`: `function` takes the groups' points as one batch (groups, unknowns), which on
-    the k = 8 fat-tree's 30 groups costs about what two single evaluations do."""
-    groups: list[list[int]] = []
-    rows: list[np.ndarray] = []
-    for column in range(related.shape[1]):
-        free = next((g for g, taken in enumerate(rows) if not (taken & related[:, column]).any()),
-                    None)
-        if free is None:
-            groups.append([])
-            rows.append(np.zeros(related.shape[0], bool))
-            free = len(groups) - 1
-        groups[free].append(column)
-        rows[free] |= related[:, column]
-
-    def jacobian(x: np.ndarray) -> np.ndarray:
-        at = function(x)
-        out = np.zeros((at.size, x.size))
-        moved = np.repeat(x[None, :], len(groups), axis=0)
-        steps = []
-        for g, group in enumerate(groups):
-            step = 1.49e-8 * np.maximum(1.0, np.abs(x[group]))
-            step = np.where(x[group] + step > upper[group], -step, step)
-            moved[g, group] += step
-            steps.append(step)
-        changes = (function(moved) if batched else np.array([function(m) for m in moved])) - at
-        for group, step, change in zip(groups, steps, changes, strict=True):
-            for column, h in zip(group, step, strict=True):
-                hit = related[:, column]
-                out[hit, column] = change[hit] / h
-        return out
-
-    return jacobian
 
 
 class _Rows(NamedTuple):
