@@ -237,10 +237,9 @@ def incast_goodput_ns3() -> CaseResult:
     model times out more (`incast_goodput`). RTOmin 200 us, 48 servers: ns-3 943 (768 with
     ns-3's own PRR, before Linux's, `validation.ns3`) against 568-720 (packet) and 842-945
     (fluid). DCTCP at 8 servers: ns-3 95, collapsed, where both pathflow engines keep the link
-    (99 %): its rounds take 202 ms, since in the first some servers lose the tail of their
-    initial window in the 43-packet port and, with no tail loss probe in ns-3, wait for the
-    RTO, and the later rounds start from the windows the last one left (ns-3 has no restart
-    of an idle window); Linux's DCTCP floor does not change it (95.4 Mb/s without it)."""
+    (99 %): most of its rounds take 202 ms, in each some servers finishing only after an RTO
+    (three of eight in the first; ns-3 has no tail loss probe, and no restart of an idle
+    window); Linux's DCTCP floor does not change it (95.4 Mb/s without it)."""
     from pathflow.validation.ns3 import simulate_ns3
 
     def in_ns3(cc: str, rto: str, servers: int) -> float:
