@@ -17,7 +17,8 @@ Measured, each in a subprocess of its own (`python -m pathflow ...`, as a user r
 
 Then, in this process, the analysis's phases: the rest state (`analysis.equilibrium`), the
 linearisation (JAX Jacobians of the model's field, compiling included), the characteristic
-roots and the margins of every part.
+roots and the margins of every part, one after the other (`analysis.stability` runs the roots
+beside the margins).
 
     python benchmarks/bench_analyze.py                 # about a minute
     python benchmarks/bench_analyze.py --k 4           # a smaller fat-tree

@@ -143,6 +143,33 @@ def test_no_traceback_from_the_real_command(tmp_path: Path) -> None:
     assert "unknown key 'color'" in done.stderr
 
 
+_ENDING = """
+import atexit, sys, threading, time
+from pathflow.cli import _exit
+atexit.register(lambda: print(" handler", end=""))
+print("buffered", end="")
+how = sys.argv[1]
+if how == "thread":
+    threading.Thread(target=lambda: (time.sleep(0.3), print(" thread", end=""))).start()
+    _exit(3)
+_exit(None if how == "none" else int(how) if how.isdigit() else how)
+"""
+
+
+@pytest.mark.parametrize(("how", "status", "out", "err"), [
+    ("none", 0, "buffered handler", ""), ("4", 4, "buffered handler", ""),
+    ("no such thing", 1, "buffered handler", "no such thing\n"),
+    ("thread", 3, "buffered thread handler", "")])
+def test_the_command_ends_as_sys_exit_would(how: str, status: int, out: str, err: str
+                                            ) -> None:
+    """The console script ends without the interpreter's teardown (`cli._exit`), keeping what
+    `sys.exit` does: the status (None: 0; a number; a message: on stderr, status 1), the exit
+    handlers, the buffered output, and, while another thread runs, waiting for it."""
+    done = subprocess.run([sys.executable, "-c", _ENDING, how], capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (status, out, err)
+
+
 def test_help_documents_every_key() -> None:
     result = runner.invoke(app, ["run", "--help"])
     assert result.exit_code == 0

@@ -204,6 +204,43 @@ def test_large_systems_find_the_same_roots(tmp_path: Path, monkeypatch: pytest.M
         np.testing.assert_allclose(seeded, dense, rtol=1e-9)
 
 
+def _check_loop(lin: Linearization, omegas: np.ndarray) -> int:
+    """At each omega, the eigenvalues of the loci's matrix (`_Modal.loop`) are the non-zero
+    eigenvalues of G(j omega) = C (j omega I - A0)^-1 B E(j omega) formed whole, within 1e-9
+    of the largest, and the others of G are below that; returns the matrix's size."""
+    import pathflow.analysis.characteristic as module
+
+    n = lin.a0.shape[0]
+    modal = module._Modal(lin)
+    for omega in omegas:
+        s = 1j * omega
+        whole = np.linalg.eigvals(lin.c @ np.linalg.solve(s * np.eye(n) - lin.a0, lin.b)
+                                  * np.exp(-s * lin.delay))
+        core = np.linalg.eigvals(modal.loop(np.array([s]))[0])
+        largest = whole[np.argsort(-np.abs(whole))]
+        scale = float(np.abs(largest[0]))
+        found, kept = scipy.optimize.linear_sum_assignment(
+            np.abs(largest[:core.size, None] - core[None, :]))
+        assert np.max(np.abs(largest[found] - core[kept])) <= 1e-9 * scale
+        assert np.all(np.abs(largest[core.size:]) <= 1e-9 * scale)
+    return core.size
+
+
+@pytest.mark.parametrize("low", ["b", "c"])
+def test_the_loci_come_from_a_matrix_of_the_loop_s_rank(low: str) -> None:
+    """A loop of 6 signals through 12 states whose B (or C) has rank 4: the loci's matrix is
+    4 x 4 and has G's non-zero eigenvalues (eig(XY) and eig(YX) share them)."""
+    rng = np.random.default_rng(7)
+    n, m, rank = 12, 6, 4
+    a0 = rng.normal(size=(n, n)) - 4.0 * np.eye(n)
+    thin = rng.normal(size=(n, rank)) @ rng.normal(size=(rank, m))
+    full = rng.normal(size=(n, m))
+    b, c = (thin, full.T) if low == "b" else (full, thin.T)
+    lin = Linearization(a0, b, c, rng.uniform(1.0, 2.0, m), [f"z{i}" for i in range(n)],
+                        [f"u{i}" for i in range(m)], np.ones(n))
+    assert _check_loop(lin, np.array([0.01, 0.3, 1.0, 3.0, 30.0])) == rank
+
+
 @pytest.mark.parametrize("cc", ["reno", "dctcp"])
 def test_a_fat_tree_s_margins_and_roots_against_dense_computations(cc: str) -> None:
     """On a k = 4 fat-tree with ACKs (RED with ECN, 10 Gb/s, 2 us links; 14 signals after
@@ -212,13 +249,17 @@ def test_a_fat_tree_s_margins_and_roots_against_dense_computations(cc: str) -> N
     1e-13; from a 4-point grid left unrefined, Reno's phase margin comes out +66 degrees
     against -21), and every root found, by Newton through A0's eigendecomposition, is a root
     of T(s) = s I - A0 - B E(s) C formed whole: its smallest singular value within 1e-10 of
-    its largest."""
+    its largest. The loci's matrix (r x r, r the loop's rank: DCTCP's 9 of 14 signals here)
+    has the non-zero eigenvalues of G(j omega) formed whole (`_check_loop`)."""
+    import pathflow.analysis.characteristic as module
     from tests.test_equilibrium import _fat_tree
 
     scenario = _fat_tree(cc, 1).with_updates({
         "topology.link_rate": "10Gbps", "topology.delay": "2us", "transport.ack_size": "64B"})
     lin = linearize(scenario)
     assert lin.c.shape[0] > 8
+    small = module._compressed(lin)
+    _check_loop(small, np.array([0.1, 1.0, 10.0]) / float(np.mean(small.delay)))
     refined, dense = loop_margins(lin), loop_margins(lin, points=2000)
     np.testing.assert_allclose(np.array(refined), np.array(dense), rtol=1e-9)
     roots = characteristic_roots(lin)

@@ -10,9 +10,13 @@ bodies, so that `pathflow --help` does not load it.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import sys
+import threading
 import warnings
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -54,8 +58,35 @@ app.command()(analyze.analyze)
 
 def main() -> None:
     """The console script: Ctrl-C outside a command's own handling exits with 130, as a shell
-    reports an interrupted program, without a traceback."""
+    reports an interrupted program, without a traceback. The process ends as soon as the
+    command is done (`_exit`)."""
     try:
         app()
+    except SystemExit as done:
+        _exit(done.code)
     except KeyboardInterrupt:
-        sys.exit(130)
+        _exit(130)
+    _exit(0)
+
+
+def _exit(code: object) -> NoReturn:
+    """End the process with `code` as `sys.exit` would, without the interpreter's teardown:
+    freeing JAX's client and the few thousand modules a command loads, one object at a time,
+    took 0.3 to 0.4 s of every command (`pathflow analyze` on the k = 8 fat-tree: 5.0 -> 4.6 s).
+    The exit handlers still run and the output is flushed; what a command writes is complete
+    when it returns (files are written whole and moved into place, `pathflow.atomic`, the
+    sweep's store point by point). Where another thread still runs, the usual exit, which
+    waits for it."""
+    if any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+           if thread is not threading.current_thread()):
+        sys.exit(code)
+    if code is None or isinstance(code, int):
+        status = code or 0
+    else:  # sys.exit("message"): the message on stderr, status 1
+        print(code, file=sys.stderr)
+        status = 1
+    atexit._run_exitfuncs()  # CPython's, as at a normal exit: temporary folders, logging
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe, a closed stream
+            stream.flush()
+    os._exit(status)
