@@ -85,3 +85,21 @@ def test_newton_gives_up_where_no_root_lies_within_the_bounds() -> None:
 
     jacobian = grouped_differences(no_root, np.ones((1, 1), bool), np.ones(1), batched=True)
     assert newton_root(no_root, jacobian, np.array([0.5]), np.zeros(1), np.ones(1)) is None
+
+
+def test_the_least_squares_stops_once_it_has_stalled() -> None:
+    """The least squares' residual (`_Watched`) raises once the best sum of squares has fallen
+    by less than STALL_GAIN over the last STALL_EVALUATIONS evaluations, keeping the best point:
+    falling by 4 % an evaluation (far more than STALL_GAIN) for 300 evaluations, then flat, it
+    stops at the first evaluation whose window holds only the flat part, at the 301st point."""
+    from pathflow.analysis import bounded_roots
+
+    watched = bounded_roots._Watched(lambda x: x)
+    points = [np.array([0.98**i]) for i in range(301)] + [np.array([0.98**300])] * 300
+    evaluated = 0
+    with pytest.raises(bounded_roots._Stalled):
+        for point in points:
+            evaluated += 1
+            watched(point)
+    assert evaluated == 301 + bounded_roots.STALL_EVALUATIONS
+    assert watched.point is not None and watched.point[0] == 0.98**300

@@ -323,6 +323,26 @@ def test_analyze_prints_the_stability_and_refuses_step_marking(
     assert "Linear stability: none derived (aqm.kind" in " ".join(mean.output.split())
 
 
+def test_analyze_says_when_the_rest_state_is_approximate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the root solver stalls, `analyze` shows the point it stopped at as approximate,
+    with its residual (a stall stood in for by the residual of the exact rest made 1e-2)."""
+    import pathflow.analysis.equilibrium as module
+
+    (tmp_path / "mean.toml").write_text(
+        '[topology]\nkind = "star"\nsenders = 2\n[aqm]\nkind = "ecn_step"\n'
+        'threshold = "20pkt"\n[transport]\ncc = "dctcp"\nreaction = "mean"\n')
+    exact = CliRunner().invoke(app, ["analyze", str(tmp_path / "mean.toml")])
+    assert exact.exit_code == 0 and "approximate" not in exact.output
+    solved = module.equilibrium
+    monkeypatch.setattr(module, "equilibrium",
+                        lambda *args: solved(*args).assign_attrs(residual=1e-2))
+    stalled = CliRunner().invoke(app, ["analyze", str(tmp_path / "mean.toml")])
+    assert stalled.exit_code == 0, stalled.output
+    assert ("Rest state: approximate (the root solver stalled at a residual of 1.0e-02"
+            in " ".join(stalled.output.split()))
+
+
 def _two_stages(folder: Path) -> Scenario:
     """Four 100 Mb/s RED links, two into a middle switch (A: X1-Y, B: X2-Y) and two out of it
     (C: Y-Z1, D: Y-Z2), and one Reno flow per (first, second) pair: the links' flow sets obey

@@ -64,6 +64,7 @@ def analyze(
 
 
 _OWN_NAMES = {"reno": "Reno", "dctcp": "DCTCP"}  # the controls with an allocation of their own
+_INEXACT = 1e-6  # a rest state's residual above which it is shown as approximate
 
 
 def _shortened(links: str) -> str:
@@ -139,6 +140,9 @@ def _predictions(scenario: Scenario
     if rest.attrs["acks"] == "left out":
         queues = (f"{queues or 'no queue'} (ACKs left out: no rest state found with their "
                   "load; the simulation has them)")
+    if rest.attrs["residual"] > _INEXACT:
+        queues = (f"approximate (the root solver stalled at a residual of "
+                  f"{rest.attrs['residual']:.1e}; 0 at a rest state): {queues or 'no queue'}")
     try:
         stable: xr.Dataset | str = stability(scenario, rest=found)
     except ScenarioError as why:  # a rest state without a linearisation (the ECN step)
