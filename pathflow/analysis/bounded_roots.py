@@ -11,8 +11,10 @@ the residual takes a batch of points, Newton with step halving (`newton_root`; t
 Fischer-Burmeister system of the rest state is semismooth: quadratic convergence near a root).
 Both take their Jacobian from `grouped_differences`: forward differences in which unknowns that
 no residual shares are perturbed together (Curtis, Powell and Reid 1974), one evaluation per
-group. `lift` raises the positions of links that stay overloaded to where their load fits, a
-start from which a stalled least squares answers again.
+group. The least squares stops once its sum of squares falls by less than 1 % in 100
+evaluations (a stall: the caller tries another start or reports the residual). `lift` raises
+the positions of links that stay overloaded to where their load fits, a start from which a
+stalled least squares answers again.
 
 Scope and limitations
 ---------------------
@@ -21,7 +23,8 @@ step 1.49e-8, so residuals below about 1e-11 are rounding. BLAS threads are held
 (on matrices this small they cost more than they bring).
 
 Validated by tests/test_bounded_roots.py (the grouped differences against an analytic
-Jacobian, `lift` against a closed form, both solvers on a bounded system with a known root) and,
+Jacobian, `lift` against a closed form, both solvers on a bounded system with a known root, the
+stall rule) and,
 through `analysis.equilibrium`, by its tests.
 
 References
