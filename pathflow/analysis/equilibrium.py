@@ -81,7 +81,7 @@ need more than Pmax), so none of `pathflow sweep`'s default points (80 to 2,000 
 rest state. A rest state beyond a ramp's max (where RED and the standard DCQCN marking jump to
 1), or beyond the buffer after a step, is reported as not found. Where the root solver
 stalls, the point it stopped at is returned with its residual (`equilibrium`'s
-attrs["residual"], which `pathflow analyze` prints when it is not small). With RED at 30 to
+attrs["residual"], which `pathflow analyze` prints above 1e-4). With RED at 30 to
 300 packets and two subflows per connection, OLIA on the example k = 4 fat-tree (64 B ACKs)
 stalls at 1e-2, and with 10 Gb/s host links and no ACK size (hash seed 4) LIA at 1e-2 and
 OLIA at 1e-3, where with RED at 20 to 400 packets both are found (tests/
