@@ -113,19 +113,40 @@ def test_a_k4_fat_tree_with_two_subflows_settles_at_it(cc: str, seconds: int) ->
     connections 1.6 and 0.7 %, 0.2 % after 12 to 16 s, so its run is twice as long). The queues
     below RED's min within a quarter packet (BALIA 0.22, OLIA 0.17 packets: BALIA's queues
     swing by a packet or two about the rest, the cycle that `stability` predicts)."""
-    scenario = pathflow.load_scenario(
-        Path(__file__).parents[1] / "examples" / "fattree_permutation.toml").with_updates({
-            "topology.link_rate": "1Gbps", "topology.delay": "50us",
-            "topology.buffer": "1000pkt",
-            "topology.links": [{"tier": "host-edge", "link_rate": "10Gbps"}],
-            "aqm": RED, "transport.cc": cc, "transport.subflows": 2,
-            "transport.reaction": "mean", "transport.ack_size": "0B", "run.seed": 4,
-            "run.duration": f"{seconds}s", "run.warmup": f"{seconds * 2 // 3}s"})
+    scenario = _k4_fat_tree(cc, 4, RED).with_updates({
+        "run.duration": f"{seconds}s", "run.warmup": f"{seconds * 2 // 3}s"})
     rest = equilibrium(scenario)
     assert rest.attrs["residual"] < 1e-4
     assert int((rest.queue > 0).sum()) >= 10  # many bottlenecks, shared by several subflows
     _settles_at(scenario, seconds * 2 / 3, rest, subflows=cc != "olia",
                 queue_slack=0.1 if cc in ("lia", "uncoupled") else 0.25)
+
+
+@pytest.mark.parametrize("cc", ["lia", "balia"])
+def test_a_k4_fat_tree_rest_is_found_where_the_model_alone_stalled(cc: str) -> None:
+    """The fat-tree above with hash seed 3 and RED from 30 to 300 packets, unaveraged: the
+    least squares started at the model stalled (residual LIA 9.8e-3, BALIA 4.4e-3); continued
+    from uncoupled subflows (`analysis.subflow_rest`) it finds a rest (measured 5e-11 and
+    1e-8). Not checked against the simulation: there the connections settle within 4.2 %
+    (LIA) and 3.2 % (BALIA) of this rest, their subflows' splits and some queues elsewhere
+    (another member of a family of rests: splits over paths the simulation leaves to its
+    history, links full by ties), as where the old solver found a rest too (RED from 20 to
+    400 packets, hash seed 1: connections within 1.3 %, a queue 11 packets off)."""
+    scenario = _k4_fat_tree(cc, 3, {"kind": "red", "min": "30pkt", "max": "300pkt",
+                                    "pmax": 0.1, "ecn": True})
+    assert rest_state(scenario).residual < 1e-4
+
+
+def _k4_fat_tree(cc: str, seed: int, aqm: dict) -> Scenario:
+    """A k = 4 fat-tree permutation of connections with two ECMP subflows each, a 1 Gb/s
+    fabric behind 10 Gb/s host links, ACKs of no size."""
+    return pathflow.load_scenario(
+        Path(__file__).parents[1] / "examples" / "fattree_permutation.toml").with_updates({
+            "topology.link_rate": "1Gbps", "topology.delay": "50us",
+            "topology.buffer": "1000pkt",
+            "topology.links": [{"tier": "host-edge", "link_rate": "10Gbps"}],
+            "aqm": aqm, "transport.cc": cc, "transport.subflows": 2,
+            "transport.reaction": "mean", "transport.ack_size": "0B", "run.seed": seed})
 
 
 def test_the_per_window_form_is_refused(tmp_path: Path) -> None:

@@ -89,12 +89,12 @@ def bounded_root(residual: Callable[[np.ndarray], np.ndarray], start: np.ndarray
     """The root of `residual` within [low, high] from `start` by least squares (scipy's
     trust-region reflective method, the Jacobian by `grouped_differences`), at most `budget`
     evaluations and none after it has stalled (`_Watched`); `batched`: the residual takes a
-    batch of points (single paths), and Newton (`newton_root`) is tried first."""
+    batch of points, and Newton (`newton_root`) is tried first."""
     jacobian = grouped_differences(residual, related, high, batched)
     try:
         # BLAS threads cost more than they bring on matrices this small (k = 8 fat-tree: 20 %)
         with threadpool_limits(1):
-            # single paths: Newton first, which from a near start (the rest with ACKs from
+            # Newton first, which from a near start (single paths: the rest with ACKs from
             # the one without) takes a fifth of the least squares' steps (the k = 8
             # fat-tree, hash seed 1: 20 Jacobians against 108); the least squares where
             # it fails

@@ -234,16 +234,16 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
 
     def state(x: np.ndarray, marking: np.ndarray, net: Network = network
               ) -> tuple[np.ndarray, ...]:
-        """The network at positions x (..., unknowns): single paths take a batch of them
-        (`bounded_roots.grouped_differences`), coupled windows one. Only the marking links hold
-        a queue and signal: the others' rows are left out of the products."""
+        """The network at positions x (..., unknowns), a batch of them at once
+        (`bounded_roots.grouped_differences`). Only the marking links hold a queue and signal:
+        the others' rows are left out of the products."""
         loaded, on = int(marking.sum()), rows_of(marking, net)
         queued, signal = on.markers.at(np.maximum(x[..., :loaded], 0.0))  # below 0: empty
         mark, loss = (1.0 - np.exp(np.log1p(-np.minimum(signal * share, 1 - 1e-15)) @ on.routing)
                       for share in (on.markers.ecn, 1.0 - on.markers.ecn))
         rtt = base_rtt + (queued / on.capacity) @ on.waits
         if coupled:
-            window = coupled.window(x[loaded:])
+            window = coupled.window(x[..., loaded:])
             wanted = window / rtt * packet
         else:
             assert rest_rate is not None
@@ -270,8 +270,8 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
         balance = fischer_burmeister(x[..., :loaded], slack_now)
         if not coupled:
             return balance
-        return np.concatenate([balance, coupled.residual(stage, x[loaded:], mark, loss, rtt,
-                                                         room)])
+        return np.concatenate([balance, coupled.residual(stage, x[..., loaded:], mark, loss,
+                                                         rtt, room)], axis=-1)
 
     stages = range(coupled.stages) if coupled else range(1)
 
@@ -280,7 +280,7 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
         return float(np.max(np.abs(residual(x, marking, stages[-1], net)), initial=0.0))
 
     def solve(marking: np.ndarray, starts: list[np.ndarray], net: Network = network,
-              budget: int = _FLAT) -> np.ndarray:
+              budget: int = _FLAT, stages: range = stages) -> np.ndarray:
         if not coupled:
             loaded = int(marking.sum())
             if net.acks is None:
@@ -306,7 +306,8 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
                 def stage_residual(x: np.ndarray, stage: int = stage) -> np.ndarray:
                     return residual(x, marking, stage, net)
 
-                start = bounded_root(stage_residual, start, low, high, related, _STALLED)
+                start = bounded_root(stage_residual, start, low, high, related, _STALLED,
+                                     batched=True)
             if left(start, marking, net) < left(best, marking, net) or best is starts[0]:
                 best = start  # the better of the starts
             if left(best, marking, net) < 1e-5:
@@ -326,8 +327,11 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
             return x
         y = x.copy()
         y[loaded:loaded + coupled.size] = np.log(even)
-        y = solve(marking, [y])
-        return y if left(y, marking, network) <= max(left(x, marking, network), 1e-8) else x
+        at = max(left(x, marking, network), 1e-8)
+        if left(y, marking, network) > at:  # not a rest as it is (twins that NICs do not
+            # hold): solved again from there, the model's own stage alone
+            y = solve(marking, [y], stages=stages[-1:])
+        return y if left(y, marking, network) <= at else x
 
     def slack(x: np.ndarray, marking: np.ndarray, net: Network) -> np.ndarray:
         """Per marking link its spare capacity over its capacity at positions x."""

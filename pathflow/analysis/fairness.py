@@ -87,8 +87,8 @@ class Network:
     def ack_load(self, rates: np.ndarray) -> np.ndarray:
         """Bytes/s of ACKs each link carries at per-flow `rates` (0 without `acks`)."""
         if self.acks is None:
-            return np.zeros(self.capacity.size)
-        return self.acks @ (self.count * rates)
+            return np.zeros((*np.shape(rates)[:-1], self.capacity.size))
+        return (self.count * rates) @ self.acks.T
 
     @functools.cached_property
     def waits(self) -> np.ndarray:
