@@ -71,7 +71,9 @@ rest state is the one without ACK load, and says so (`equilibrium`'s attrs["acks
 out", and `pathflow analyze`): on the k = 8 fat-tree at 10 Gb/s (`bench_analyze.py`'s) Reno's
 rest with ACKs is found on hash seeds 1 and 2 and DCTCP's on seed 1, not Reno's on seed 3
 (it stalls at a residual of 3e-3, a link's queue just below its marking's onset, where its
-balance hardly moves with its own position, pinned by the round trips of its flows).
+balance hardly moves with its own position, pinned by the round trips of its flows); MPTCP's
+likewise (the example k = 4 fat-tree at 1 Gb/s, whose NICs hold the subflows: LIA's and
+BALIA's rests without the ACKs, 1e-10 and 2e-7, none with them).
 Near-ties make some queues ill-conditioned: on the k = 4 fat-tree the simulation's queues at
 two host ports are 5 % below the rest state's while every rate is within 1.2 %. DCQCN's
 NIC-wide CNP capacity is left out (refused when set, for dcqcn+static too); DCQCN+'s is in (its
@@ -314,24 +316,24 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
                 break
         return best
 
-    def evened(x: np.ndarray, marking: np.ndarray) -> np.ndarray:
+    def evened(x: np.ndarray, marking: np.ndarray, net: Network) -> np.ndarray:
         """The rest at `x` with the windows of each connection's twins (subflows that see the
         same signals and round trip) made equal, where that is a rest too
         (`analysis.subflow_rest`)."""
         assert coupled is not None
         loaded = int(marking.sum())
-        _, _, rtt, window, _, mark, loss, _ = state(x, marking)
+        _, _, rtt, window, _, mark, loss, _ = state(x, marking, net)
         twins = _twins(np.asarray(problem.subflow_flow), mark, loss, rtt)
         even = (np.bincount(twins, window) / np.bincount(twins))[twins]
         if np.allclose(even, window, rtol=1e-6):
             return x
         y = x.copy()
         y[loaded:loaded + coupled.size] = np.log(even)
-        at = max(left(x, marking, network), 1e-8)
-        if left(y, marking, network) > at:  # not a rest as it is (twins that NICs do not
+        at = max(left(x, marking, net), 1e-8)
+        if left(y, marking, net) > at:  # not a rest as it is (twins that NICs do not
             # hold): solved again from there, the model's own stage alone
-            y = solve(marking, [y], stages=stages[-1:])
-        return y if left(y, marking, network) <= at else x
+            y = solve(marking, [y], net, stages=stages[-1:])
+        return y if left(y, marking, net) <= at else x
 
     def slack(x: np.ndarray, marking: np.ndarray, net: Network) -> np.ndarray:
         """Per marking link its spare capacity over its capacity at positions x."""
@@ -394,9 +396,25 @@ def rest_state(scenario: Scenario, compiled: Compiled | None = None) -> RestStat
         acked = np.zeros(links, bool) if network.acks is None else network.acks.any(axis=1)
         marking = (np.isfinite(markers.low) & network.waits.any(axis=1)
                    & ((upstream < 0) | acked))
-        x = solve(marking, [np.concatenate([np.full(marking.sum(), 0.5), coupled.start(window)])
-                            for window in (10.0, 40.0)])
-        x = evened(x, marking)
+        starts = [np.concatenate([np.full(marking.sum(), 0.5), coupled.start(window)])
+                  for window in (10.0, 40.0)]
+        if network.acks is None:
+            x = solve(marking, starts)
+        else:
+            # as single paths: first without ACKs, then with them from there (the model's
+            # own stage); where no rest with them is found, the one without them is kept and
+            # said (attrs["acks"]): the example k = 4 fat-tree at 1 Gb/s with 64 B ACKs,
+            # whose NICs hold the subflows, LIA: 1e-11 without, 4e-3 with (9e-3 from the
+            # starts). Where none is found without them either, from the starts with them
+            bare = dataclasses.replace(network, acks=None)
+            y = solve(marking, starts, bare)
+            if left(y, marking, bare) > 1e-8:
+                x = solve(marking, starts)
+            else:
+                x = solve(marking, [y], stages=stages[-1:])
+                if left(x, marking, network) > 1e-8:
+                    network, x = bare, y
+        x = evened(x, marking, network)
     else:
         # single paths: first without ACKs (a few per cent of the load: far fewer links can
         # fill, and the solve is quick), then with them from there (`_with_acks`)

@@ -35,9 +35,10 @@ Started at the model straight away it stalled on most networks: on the k = 4 fat
 (two subflows per connection, a 1 Gb/s fabric behind 10 Gb/s NICs, RED from 30 to 300 or 20 to
 400 packets, hash seeds 1 to 5), rests below a residual of 1e-4 for LIA on 3 of 10, BALIA 2 of
 10; continued, 9 and 8 of 10 (OLIA 1 of 10 either way, for the reason below), in 3 to 45 s
-each rather than 2 to 13. Where NICs hold the subflows too (the same fat-tree at 1 Gb/s
-throughout, 64 B ACKs) it still stalls, at residuals of 6e-3 to 9e-3 in 12 to 21 s (before:
-1e-2 to 1.6e-2 in 21 to 116 s).
+each rather than 5 to 13. Where NICs hold the subflows too (the same fat-tree at 1 Gb/s
+throughout) with 64 B ACKs it stalls (LIA, OLIA, BALIA: residuals 4e-3 to 1.6e-2), without
+them LIA and BALIA rest (1e-10, 2e-7): as for single paths the rest without ACKs is then kept and
+said (`analysis.equilibrium`); OLIA's stalls either way (6.6e-3, 40 s; before 1e-2, 116 s).
 
 OLIA's sets of largest and best subflows (M and B) jump, and its rest often lies where they
 switch: on two paths of equal quality the simulation chatters on the surface where it moves
