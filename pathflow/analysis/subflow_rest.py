@@ -34,7 +34,7 @@ the windows' drift blended half and half from theirs and the model's, then the m
 Started at the model straight away it stalled on most networks: on the k = 4 fat-tree below
 (two subflows per connection, a 1 Gb/s fabric behind 10 Gb/s NICs, RED from 30 to 300 or 20 to
 400 packets, hash seeds 1 to 5), rests below a residual of 1e-4 for LIA on 3 of 10, BALIA 2 of
-10; continued, 9 and 8 of 10 (OLIA 1 of 10 either way, for the reason below), in 3 to 45 s
+10; continued, 9 and 8 of 10 (OLIA 2, was 1: for the reason below), in 3 to 45 s
 each rather than 5 to 13. Where NICs hold the subflows too (the same fat-tree at 1 Gb/s
 throughout) with 64 B ACKs it stalls (LIA, OLIA, BALIA: residuals 4e-3 to 1.6e-2), without
 them LIA and BALIA rest (1e-10, 2e-7): as for single paths the rest without ACKs is then kept and
