@@ -83,12 +83,11 @@ need more than Pmax), so none of `pathflow sweep`'s default points (80 to 2,000 
 rest state. A rest state beyond a ramp's max (where RED and the standard DCQCN marking jump to
 1), or beyond the buffer after a step, is reported as not found. Where the root solver
 stalls, the point it stopped at is returned with its residual (`equilibrium`'s
-attrs["residual"], which `pathflow analyze` prints above 1e-4). With RED at 30 to
-300 packets and two subflows per connection, OLIA on the example k = 4 fat-tree (64 B ACKs)
-stalls at 1e-2, and with 10 Gb/s host links and no ACK size (hash seed 4) LIA at 1e-2 and
-OLIA at 1e-3, where with RED at 20 to 400 packets both are found (tests/
-test_equilibrium_mptcp.py). Each least squares stops once its sum of squares falls by less
-than 1 % in 100 evaluations: OLIA's above took two minutes where it ran past ten. A rest state
+attrs["residual"], which `pathflow analyze` prints above 1e-4): with RED at 30 to 300
+packets and two subflows per connection, OLIA on the example k = 4 fat-tree (64 B ACKs)
+stalls at 6.6e-3 (how often MPTCP's rests are found on other fat-trees:
+`analysis.subflow_rest`). Each least squares stops once its sum of squares falls by less
+than 1 % in 100 evaluations: that OLIA took 40 s where it ran past ten minutes. A rest state
 need not be stable: DCQCN with the cx4 parameters has one, and cycles around it (notebook 03;
 `analysis.stability` says which), as does DCQCN+ with 2 flows at 10 Gb/s. dcqcn+static on the
 testbed's switch rests on the ramp at 40 Gb/s with 2, 4 and 8 flows (not 16 or 32) and at
