@@ -105,7 +105,9 @@ def test_a_k4_fat_tree_with_two_subflows_settles_at_it(cc: str, seconds: int) ->
     """A k = 4 fat-tree permutation with two ECMP subflows per connection, a 1 Gb/s fabric
     behind 10 Gb/s host links (so that the fabric, not the NIC, holds every subflow), RED with
     ECN, ACKs of no size: the simulated steady state (the last third) is the rest state within
-    2 % (measured 2e-4 for LIA, 1e-5 uncoupled, 2e-3 for BALIA, connections 7e-3 for OLIA).
+    2 % (measured 2e-4 for LIA, 1e-5 uncoupled, 2e-3 for BALIA, connections 7e-3 for OLIA; on
+    an AVX2 machine LIA's solve stalled at 9.8e-5 from windows of 10 and 40 packets, its
+    queues below RED's min 1.7 packets off, and rests from 20: `equilibrium._START_WINDOWS`).
     BALIA has a second rest beside the even split of two subflows that see the same signals
     (`analysis.subflow_rest`); the solver found it first, the simulation, started even, stays
     even (those subflows were 33 % apart before the rest state preferred the even twin).
@@ -125,14 +127,16 @@ def test_a_k4_fat_tree_with_two_subflows_settles_at_it(cc: str, seconds: int) ->
 
 @pytest.mark.parametrize("cc", ["lia", "balia"])
 def test_a_k4_fat_tree_rest_is_found_where_the_model_alone_stalled(cc: str) -> None:
-    """The fat-tree above with hash seed 3 and RED from 30 to 300 packets, unaveraged: the
-    least squares started at the model stalled (residual LIA 9.8e-3, BALIA 4.4e-3); continued
-    from uncoupled subflows (`analysis.subflow_rest`) it finds a rest (measured 5e-11 and
-    1e-8). Not checked against the simulation: there the connections settle within 4.2 %
-    (LIA) and 3.2 % (BALIA) of this rest, their subflows' splits and some queues elsewhere
-    (another member of a family of rests: splits over paths the simulation leaves to its
-    history, links full by ties), as where the old solver found a rest too (RED from 20 to
-    400 packets, hash seed 1: connections within 1.3 %, a queue 11 packets off)."""
+    """The fat-tree above with hash seed 3 and RED from 30 to 300 packets, unaveraged: the least
+    squares started at the model stalled (residual LIA 9.8e-3, BALIA 4.4e-3); continued from
+    uncoupled subflows (`analysis.subflow_rest`) it finds a rest (measured 5e-11 and 1e-8; on an
+    AVX2 machine BALIA's stalls at 2.6e-3 from windows of 10 and 40 packets and rests from 20,
+    4e-11: `equilibrium._START_WINDOWS`). Not checked against the simulation: there the
+    connections settle within 4.2 % (LIA) and 3.2 % (BALIA) of this rest, their subflows' splits
+    and some queues elsewhere (another member of a family of rests: splits over paths the
+    simulation leaves to its history, links full by ties), as where the old solver found a rest
+    too (RED from 20 to 400 packets, hash seed 1: connections within 1.3 %, a queue 11 packets
+    off)."""
     assert rest_state(_k4_fat_tree(cc, 3, RED_30_300)).residual < 1e-4
 
 
