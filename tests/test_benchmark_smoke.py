@@ -29,6 +29,7 @@ RUNS: dict[str, tuple[tuple[str, ...], tuple[str, ...], list[str]]] = {
                         ("packet-hops per second", "first call (compile/load)", "run (best)",
                          "ns-3: skipped (--no-ns3)"),
                         ["star", "ecmp", "spray"]),
+    "bench_pooled.py": ((), ("barrier", "SLSQP / barrier"), ["k4"]),
     "bench_precision.py": ((), ("float32 against float64", "aggregate_throughput", "state",
                                 "diverged in one precision only"),
                            ["float64", "float32", "compare"]),

@@ -6,7 +6,7 @@ its margins and the time to settle (`pathflow.analysis`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import numpy as np
 import typer
@@ -37,7 +37,7 @@ def analyze(
         # batch per core (on one core the k = 8 fat-tree's margins took 2.4 s, not 1.3)
         setup_jax(0)
         scenario = load_scenario(scenario_file)
-        names, columns, queues, stable = _predictions(scenario)
+        names, columns, queues, stable, no_own = _predictions(scenario)
     table = Table(title=f"{scenario.name}: rates predicted from the network alone",
                   title_justify="left")
     for column in ("flow", "src -> dst", *columns):
@@ -49,6 +49,8 @@ def analyze(
     if len(names) > shown:
         table.add_row("...", f"{len(names)} flows", *("" for _ in columns))
     console.print(table)
+    if no_own:
+        console.print(no_own)
     console.print(f"Rest state: {queues}")
     if isinstance(stable, str):
         console.print(f"Linear stability: {stable}")
@@ -63,7 +65,9 @@ def analyze(
                           "left out of the verdict")
 
 
-_OWN_NAMES = {"reno": "Reno", "dctcp": "DCTCP"}  # the controls with an allocation of their own
+# the controls with an allocation of their own (LIA and BALIA on single paths alone)
+_OWN_NAMES = {"reno": "Reno", "dctcp": "DCTCP", "uncoupled": "uncoupled", "olia": "OLIA",
+              "lia": "LIA", "balia": "BALIA"}
 # a rest state's residual above which it is shown as approximate: rests found measured up to
 # 3e-5 (OLIA's smoothed sliding mode on a k = 4 fat-tree; LIA's there 7e-6), stalls 1e-3 and up
 _INEXACT = 1e-4
@@ -100,40 +104,51 @@ def _stability_table(result: xr.Dataset) -> Table:
     return table
 
 
-def _predictions(scenario: Scenario
-                 ) -> tuple[list[str], dict[str, np.ndarray], str, xr.Dataset | str | None]:
-    """Per flow: its "src->dst" and each prediction's rate (bytes/s); the rest state's
-    non-empty queues, or why there is none, in words; its stability, or why there is none
-    (None where there is no rest state)."""
+class _Predictions(NamedTuple):
+    names: list[str]  # per flow, "src->dst"
+    columns: dict[str, np.ndarray]  # per prediction, each flow's rate (bytes/s)
+    queues: str  # the rest state's non-empty queues, or why there is none, in words
+    stable: xr.Dataset | str | None  # its stability, or why there is none (None: no rest)
+    own: str  # why the control has no allocation of its own ("" where it has one or none)
+
+
+def _predictions(scenario: Scenario) -> _Predictions:
+    """What `analyze` prints of `scenario`."""
     from pathflow.analysis.equilibrium import equilibrium, rest_state
     from pathflow.analysis.fairness import (
-        alpha_fair,
-        max_min,
+        fair_allocations,
+        multipath,
         network_of,
         own_allocation,
-        pooled_allocations,
+        per_flow,
     )
     from pathflow.analysis.stability import stability
+    from pathflow.analysis.utility import rest_asymmetry
     from pathflow.compile import compile_scenario
 
     compiled = compile_scenario(scenario)
     names = [f"{flow.src}->{flow.dst}" for flow in compiled.routes.flows]
-    pooled = pooled_allocations(compiled)  # connections over several paths
-    if pooled is not None:
-        columns: dict[str, np.ndarray] = {"max-min (pooled)": pooled["max_min"],
-                                          "proportional (pooled)": pooled["proportional"]}
-    else:
-        network, controller, _ = network_of(compiled)
-        columns = {"max-min": max_min(network)[controller],
-                   "proportional": alpha_fair(network, 1.0)[controller]}
-        assert network.base_rtt is not None
-        own = own_allocation(network, network.base_rtt, scenario)
-        if own is not None:
-            columns[f"{_OWN_NAMES[scenario.si.transport.cc]} (base RTT)"] = own[controller]
+    pooled = " (pooled)" if multipath(compiled) else ""  # connections over several paths
+    fair = fair_allocations(compiled)
+    columns = {f"max-min{pooled}": fair["max_min"], f"proportional{pooled}": fair["proportional"]}
+    network, _, _ = network_of(compiled, subflows=True)
+    assert network.base_rtt is not None
+    cc = scenario.si.transport.cc
+    own = own_allocation(network, network.base_rtt, scenario,
+                         np.asarray(compiled.problem.subflow_flow))
+    if own is not None:
+        columns[f"{_OWN_NAMES[cc]} (base RTT)"] = per_flow(compiled, own)
+    no_own = "" if own is not None or cc not in _OWN_NAMES else (
+        f"{_OWN_NAMES[cc]} over several paths has no allocation of its own: its rest is no "
+        "utility's optimum (the prices at which its subflows rest are no gradient; Peng et al. "
+        "2016, pathflow.analysis.utility)")
     try:
         found = rest_state(scenario, compiled)
     except ScenarioError as why:  # the table stands without it; say why it is missing
-        return names, columns, f"none derived ({why})", None
+        return _Predictions(names, columns, f"none derived ({why})", None, no_own)
+    if no_own:
+        asymmetric = rest_asymmetry(compiled, found.rate, found.rtt)
+        no_own += f"; at the rest state their Jacobian is {asymmetric:.0%} from symmetric"
     rest = equilibrium(scenario, found)
     columns["rest state"] = rest.rate.values
     loaded = rest.queue.values > 0
@@ -149,4 +164,4 @@ def _predictions(scenario: Scenario
         stable: xr.Dataset | str = stability(scenario, rest=found)
     except ScenarioError as why:  # a rest state without a linearisation (the ECN step)
         stable = f"none derived ({why})"
-    return names, columns, queues or "no queue", stable
+    return _Predictions(names, columns, queues or "no queue", stable, no_own)

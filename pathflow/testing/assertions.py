@@ -31,7 +31,9 @@ __all__ = ["Criterion", "assert_capacity", "assert_conservation", "assert_conver
            "assert_fair", "assert_invariants", "assert_queue_bounds", "assert_utilization",
            "assert_work_conservation"]
 
-Criterion = Literal["jain", "max_min", "proportional", "reno"]
+# a control's own utility optimum is named by the control (`fairness.own_allocation`)
+Criterion = Literal["jain", "max_min", "proportional", "reno", "dctcp", "uncoupled", "olia",
+                    "lia", "balia"]
 
 
 def _raise_violations(report: Report, source: str) -> None:
@@ -143,11 +145,13 @@ def assert_fair(ds: xr.Dataset, within: float, *, criterion: Criterion = "jain",
 
     - "jain": Jain's index of every flow in `ds` is at least 1 - within (select the flows that
       should share equally first, `ds.isel(flow=...)`);
-    - "max_min", "proportional", "reno": every flow's throughput is within `within` (relative)
-      of its share in that allocation (`analysis.fairness.fairness_of`: max-min, proportional
-      fairness, or for Reno its own utility optimum at the run's round trips), computed on the
-      routing of `scenario` (default: the scenario in the result's attrs), on the whole result.
-      Single-path flows only, as `fairness_of` is.
+    - "max_min", "proportional", or the congestion control's name ("reno", "olia", ...):
+      every flow's throughput is within `within` (relative) of its share in that allocation
+      (`analysis.fairness.fairness_of`: max-min, proportional fairness, connections of several
+      subflows pooling their paths, or the control's own utility optimum at the run's round
+      trips where it has one: Reno, DCTCP, uncoupled subflows, OLIA; LIA and BALIA on single
+      paths), computed on the routing of `scenario` (default: the scenario in the result's
+      attrs), on the whole result.
     """
     if not within >= 0:
         raise ValueError(f"within: must be >= 0, got {within}")
