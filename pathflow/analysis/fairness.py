@@ -22,7 +22,8 @@ x_f per flow (bytes/s) with R x <= c. Three predictions:
   rest law off its code): uncoupled subflows maximise Reno's utility per subflow, OLIA's
   connections Reno's utility of their total, -2 / (b T^2 y) (where a connection's paths share
   their round trip; pooled alpha = 2), and LIA and BALIA over several paths no utility at all
-  (Peng, Walid, Hwang and Low 2016): they have no allocation of their own. DCQCN has none here.
+  (their price maps are no gradient): they have no allocation of their own. DCQCN has none
+  here.
 
 On single paths the optimum is found on the dual (Low and Lapsley 1999): link prices p >= 0, a
 flow's price q_f = sum_l R_lf p_l, its demand x_f(q) = (w_f / q_f)^(1 / alpha), and the prices

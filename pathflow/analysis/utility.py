@@ -30,9 +30,10 @@ of `models.mptcp` at equal round trips tau and ACK ratio b, with y the connectio
   gives (the prices weigh paths by their round trips).
 - **LIA**: phi_r = 2 max_k x_k / (b tau^2 y^2 x_r): with x_1 > x_2, d phi_1 / d x_2 = -4 / (b
   tau^2 y^3) while d phi_2 / d x_1 = 2 (x_2 - x_1) / (b tau^2 x_2 y^3), equal only on the line
-  x_1 = 3 x_2: no utility (Peng, Walid, Hwang and Low 2016, who show it for LIA's fluid model).
+  x_1 = 3 x_2: no utility (Peng, Walid, Hwang and Low 2016 discuss which MPTCP designs have
+  one).
 - **BALIA**: asymmetric too (its increase and its decrease read alpha_r = max_k x_k / x_r); no
-  utility (Peng et al., who design it from the equilibrium's properties, not from a utility).
+  utility (its authors, Peng et al., designed it for TCP-friendliness and responsiveness).
 
 With one subflow each of them is Reno, whose utility the single-path network optimum is
 (`analysis.fairness.reno_allocation`).

@@ -1,7 +1,8 @@
 """`pathflow analyze`: what a scenario's network predicts before anything is simulated: each
-flow's max-min and proportionally fair rate; for Reno, the optimum of Reno's utility at the base
-round trips; the model's rest state where it has one, and whether that rest state is stable, with
-its margins and the time to settle (`pathflow.analysis`)."""
+flow's max-min and proportionally fair rate; for a control with a utility of its own (Reno,
+DCTCP, uncoupled subflows, OLIA) its optimum at the base round trips; the model's rest state where
+it has one, and whether that rest state is stable, with its margins and the time to settle
+(`pathflow.analysis`)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def analyze(
     linear stability per bottleneck: stable or not, the rightmost root, the time to settle or
     the period of the oscillation, the phase margin, the critical loop delay and the gain
     margin. MPTCP connections (LIA, OLIA, BALIA, uncoupled; a path per subflow): the max-min
-    and proportionally fair allocations with each connection pooling its paths, their rest state
-    and its stability."""
+    and proportionally fair allocations with each connection pooling its paths, uncoupled
+    subflows' and OLIA's own allocation (LIA and BALIA over several paths maximise no utility,
+    which it says), their rest state and its stability."""
     with user_errors(scenario_file):
         # every CPU: no fluid steps here, and the stability margins' eigenproblems run a
         # batch per core (on one core the k = 8 fat-tree's margins took 2.4 s, not 1.3)
@@ -139,9 +141,9 @@ def _predictions(scenario: Scenario) -> _Predictions:
     if own is not None:
         columns[f"{_OWN_NAMES[cc]} (base RTT)"] = per_flow(compiled, own)
     no_own = "" if own is not None or cc not in _OWN_NAMES else (
-        f"{_OWN_NAMES[cc]} over several paths has no allocation of its own: its rest is no "
-        "utility's optimum (the prices at which its subflows rest are no gradient; Peng et al. "
-        "2016, pathflow.analysis.utility)")
+        f"{_OWN_NAMES[cc]} over several paths has no allocation of its own: the prices at "
+        "which its subflows rest are no utility's gradient, so its rest is no utility's "
+        "optimum (pathflow.analysis.utility)")
     try:
         found = rest_state(scenario, compiled)
     except ScenarioError as why:  # the table stands without it; say why it is missing
